@@ -1,0 +1,225 @@
+//! The commands of the built-in key-value store, with Redis semantics, and their results.
+//!
+//! Each command says which keys it touches and whether it only reads them: conflicts and
+//! commutativity (Nezha's per-key hashes, SwiftPaxos' and Tempo's conflict relation, Tempo's
+//! shards) are derived from these key sets, never from the command's name.
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+
+/// A key of the store.
+pub type Key = Bytes;
+/// A value of the store.
+pub type Value = Bytes;
+
+/// When a SET takes effect (Redis' NX and XX options).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum SetCondition {
+    /// Always.
+    #[default]
+    Always,
+    /// Only when the key does not exist (NX).
+    IfAbsent,
+    /// Only when the key exists (XX).
+    IfPresent,
+}
+
+/// A command of the key-value store.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Command {
+    /// Reads a string value.
+    Get {
+        /// The key read.
+        key: Key,
+    },
+    /// Writes a string value.
+    Set {
+        /// The key written.
+        key: Key,
+        /// The new value.
+        value: Value,
+        /// NX / XX.
+        condition: SetCondition,
+    },
+    /// Deletes keys; returns how many existed.
+    Del {
+        /// The keys deleted.
+        keys: Vec<Key>,
+    },
+    /// Counts how many of the keys exist.
+    Exists {
+        /// The keys tested.
+        keys: Vec<Key>,
+    },
+    /// Appends to a string value; returns the new length.
+    Append {
+        /// The key appended to.
+        key: Key,
+        /// The bytes appended.
+        value: Value,
+    },
+    /// Adds to an integer value (INCR, INCRBY, DECR); returns the new value.
+    IncrBy {
+        /// The key incremented.
+        key: Key,
+        /// The amount added, negative for DECR.
+        delta: i64,
+    },
+    /// Reads several string values.
+    MGet {
+        /// The keys read.
+        keys: Vec<Key>,
+    },
+    /// Writes several string values atomically.
+    MSet {
+        /// The key-value pairs written.
+        pairs: Vec<(Key, Value)>,
+    },
+    /// Sets fields of a hash; returns how many fields were new.
+    HSet {
+        /// The hash's key.
+        key: Key,
+        /// The field-value pairs written.
+        fields: Vec<(Value, Value)>,
+    },
+    /// Reads one field of a hash.
+    HGet {
+        /// The hash's key.
+        key: Key,
+        /// The field read.
+        field: Value,
+    },
+    /// Reads all fields of a hash, as field, value, field, value...
+    HGetAll {
+        /// The hash's key.
+        key: Key,
+    },
+    /// Deletes fields of a hash; returns how many existed.
+    HDel {
+        /// The hash's key.
+        key: Key,
+        /// The fields deleted.
+        fields: Vec<Value>,
+    },
+}
+
+/// The result of executing a command.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CommandResult {
+    /// Done, nothing to return (Redis `+OK`).
+    Ok,
+    /// No value (Redis nil).
+    Nil,
+    /// A value.
+    Value(Value),
+    /// An integer.
+    Integer(i64),
+    /// Several values, some absent (MGET, HGETALL).
+    Values(Vec<Option<Value>>),
+    /// The command failed against the current state (e.g. INCR of a non-integer).
+    Error(String),
+}
+
+impl Command {
+    /// True when the command never changes the state.
+    pub fn is_read_only(&self) -> bool {
+        matches!(
+            self,
+            Command::Get { .. }
+                | Command::Exists { .. }
+                | Command::MGet { .. }
+                | Command::HGet { .. }
+                | Command::HGetAll { .. }
+        )
+    }
+
+    /// Calls `visit` once for every key the command touches, in the command's order. A command
+    /// that is not read-only may write every key it touches.
+    pub fn for_each_key(&self, mut visit: impl FnMut(&Key)) {
+        match self {
+            Command::Get { key }
+            | Command::Set { key, .. }
+            | Command::Append { key, .. }
+            | Command::IncrBy { key, .. }
+            | Command::HSet { key, .. }
+            | Command::HGet { key, .. }
+            | Command::HGetAll { key }
+            | Command::HDel { key, .. } => visit(key),
+            Command::Del { keys } | Command::Exists { keys } | Command::MGet { keys } => {
+                keys.iter().for_each(visit)
+            }
+            Command::MSet { pairs } => pairs.iter().for_each(|(key, _)| visit(key)),
+        }
+    }
+
+    /// The keys the command touches (allocates; for tests and slow paths).
+    pub fn keys(&self) -> Vec<Key> {
+        let mut keys = Vec::new();
+        self.for_each_key(|key| keys.push(key.clone()));
+        keys
+    }
+
+    /// True when executing the two commands in either order gives the same results and state:
+    /// they share no key, or both only read.
+    pub fn commutes_with(&self, other: &Command) -> bool {
+        if self.is_read_only() && other.is_read_only() {
+            return true;
+        }
+        let mut shared = false;
+        self.for_each_key(|mine| other.for_each_key(|theirs| shared |= mine == theirs));
+        !shared
+    }
+
+    /// A short lowercase name for logs and histories.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Command::Get { .. } => "get",
+            Command::Set { .. } => "set",
+            Command::Del { .. } => "del",
+            Command::Exists { .. } => "exists",
+            Command::Append { .. } => "append",
+            Command::IncrBy { .. } => "incrby",
+            Command::MGet { .. } => "mget",
+            Command::MSet { .. } => "mset",
+            Command::HSet { .. } => "hset",
+            Command::HGet { .. } => "hget",
+            Command::HGetAll { .. } => "hgetall",
+            Command::HDel { .. } => "hdel",
+        }
+    }
+
+    /// A plain SET (no condition), the common case.
+    pub fn set(key: impl Into<Key>, value: impl Into<Value>) -> Command {
+        Command::Set { key: key.into(), value: value.into(), condition: SetCondition::Always }
+    }
+
+    /// A GET.
+    pub fn get(key: impl Into<Key>) -> Command {
+        Command::Get { key: key.into() }
+    }
+
+    /// An APPEND.
+    pub fn append(key: impl Into<Key>, value: impl Into<Value>) -> Command {
+        Command::Append { key: key.into(), value: value.into() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_sets_drive_commutativity() {
+        // Goal: conflicts come from key sets. Two writes on different keys commute, a read and
+        // a write on one key do not, two reads always do.
+        let a = Command::set("a", "1");
+        let b = Command::set("b", "1");
+        let read_a = Command::get("a");
+        assert!(a.commutes_with(&b));
+        assert!(!a.commutes_with(&read_a));
+        assert!(read_a.commutes_with(&Command::get("a")));
+        let mset = Command::MSet { pairs: vec![("x".into(), "1".into()), ("b".into(), "2".into())] };
+        assert!(!mset.commutes_with(&b));
+        assert_eq!(mset.keys(), vec![Key::from("x"), Key::from("b")]);
+    }
+}

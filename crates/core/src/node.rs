@@ -1,0 +1,347 @@
+//! The sans-IO node interface.
+//!
+//! A [`Protocol`] names its message, timer and durable-record types and builds its nodes. A
+//! [`Node`] is one role of a protocol (replica, client, proxy, sequencer, controller). Every
+//! input arrives with the node's [`ClockReading`]; every output is an [`Effect`] appended to an
+//! [`Outbox`] that the driver owns, clears and reuses. Nodes never touch sockets, threads, the
+//! system clock or global randomness, so the simulator and the real runtime drive the same code
+//! and the same inputs give the same outputs.
+
+use crate::command::{Command, CommandResult};
+use crate::ids::NodeId;
+use crate::kv::StateMachine;
+use crate::stats::NodeStats;
+use crate::time::ClockReading;
+use serde::{Serialize, de::DeserializeOwned};
+use std::fmt::Debug;
+use std::sync::Arc;
+
+/// The role a node plays. Protocols add the roles their paper needs through
+/// [`Protocol::extra_roles`]; replicas and clients always exist.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
+pub enum Role {
+    /// Holds a copy of the state machine.
+    Replica,
+    /// Turns application submissions into protocol requests and returns their results.
+    Client,
+    /// A stateless helper between clients and replicas (Nezha's proxies).
+    Proxy,
+    /// A network-level orderer (NOPaxos' sequencer).
+    Sequencer,
+    /// Installs sequencers and sessions (NOPaxos' controller).
+    Controller,
+}
+
+/// One node in a [`Topology`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeSpec {
+    /// The node.
+    pub id: NodeId,
+    /// What it does.
+    pub role: Role,
+    /// The site (region or rack) it runs in, an index into [`Topology::sites`].
+    pub site: usize,
+    /// For replicas, the shard whose keys it holds.
+    pub shard: Option<usize>,
+}
+
+/// Who is who in a cluster: the same for every node and for the driver.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Topology {
+    /// Every node, indexed by `NodeId`.
+    pub nodes: Vec<NodeSpec>,
+    /// The replicas of each shard, in rank order. Unsharded protocols use `shards[0]`.
+    pub shards: Vec<Destinations>,
+    /// How many replica failures each shard tolerates.
+    pub f: usize,
+    /// Site names.
+    pub sites: Vec<String>,
+    /// Expected one-way delay between sites in nanoseconds (what a protocol may assume when it
+    /// picks the closest quorum; the network may differ).
+    pub site_delay_ns: Vec<Vec<u64>>,
+}
+
+/// A shared, immutable list of destination nodes (cheap to clone into many effects).
+pub type Destinations = Arc<[NodeId]>;
+
+impl Topology {
+    /// The replicas of shard 0 (all replicas, for unsharded protocols).
+    pub fn replicas(&self) -> &Destinations {
+        &self.shards[0]
+    }
+
+    /// The spec of a node.
+    pub fn node(&self, id: NodeId) -> &NodeSpec {
+        &self.nodes[id.index()]
+    }
+
+    /// The nodes with a given role, in id order.
+    pub fn with_role(&self, role: Role) -> impl Iterator<Item = NodeId> + '_ {
+        self.nodes.iter().filter(move |n| n.role == role).map(|n| n.id)
+    }
+
+    /// The rank of a replica within its shard, if `id` is a replica.
+    pub fn replica_rank(&self, id: NodeId) -> Option<usize> {
+        let shard = self.node(id).shard?;
+        self.shards[shard].iter().position(|&r| r == id)
+    }
+
+    /// Majority of a shard's replicas: f + 1 when there are 2f + 1.
+    pub fn majority(&self) -> usize {
+        self.shards[0].len() / 2 + 1
+    }
+}
+
+/// An application command handed to a client node. The driver numbers operations; the client
+/// reports the result under the same number. Submitting while an earlier operation is still
+/// outstanding abandons the earlier one (the driver gave up on it and recorded its outcome as
+/// unknown); the client must then never report it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Submission {
+    /// The driver's number for this operation.
+    pub op: u64,
+    /// What to execute.
+    pub command: Command,
+}
+
+/// A write to durable storage is identified by its ticket: the number of writes the node issued
+/// before it since it started. Outputs that may only leave once a write is durable name it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PersistTicket(pub u64);
+
+/// How a durable record joins what is stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PersistMode {
+    /// Added after the records already stored.
+    Append,
+    /// Replaces every record stored so far (a snapshot that compacts the log).
+    Replace,
+}
+
+/// What a node asks its driver to do.
+pub enum Effect<P: Protocol> {
+    /// Send one message. `after` holds it back until that write is durable.
+    Send {
+        /// Destination.
+        to: NodeId,
+        /// The message.
+        message: P::Message,
+        /// Durable write this send must wait for.
+        after: Option<PersistTicket>,
+    },
+    /// Send the same message to several nodes.
+    Multicast {
+        /// Destinations (the sender itself is skipped if listed).
+        to: Destinations,
+        /// The message.
+        message: P::Message,
+        /// Durable write this send must wait for.
+        after: Option<PersistTicket>,
+    },
+    /// A client node hands the result of a submission back to the application.
+    Complete {
+        /// The submission's number.
+        op: u64,
+        /// Its result.
+        result: CommandResult,
+    },
+    /// Fire `timer` after `after_ns` of local time; setting a pending timer again moves it.
+    SetTimer {
+        /// Which timer.
+        timer: P::Timer,
+        /// Delay in local nanoseconds.
+        after_ns: u64,
+    },
+    /// Cancel a pending timer (no effect if it is not pending).
+    CancelTimer {
+        /// Which timer.
+        timer: P::Timer,
+    },
+    /// Write a record to durable storage; it is durable once the driver says so (the simulator
+    /// models a write latency and may crash the node in between).
+    Persist {
+        /// The record.
+        record: P::Durable,
+        /// Append or replace.
+        mode: PersistMode,
+        /// Its ticket.
+        ticket: PersistTicket,
+    },
+}
+
+impl<P: Protocol> Debug for Effect<P> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Effect::Send { to, message, after } => write!(f, "send {to} {message:?} after {after:?}"),
+            Effect::Multicast { to, message, after } => write!(f, "multicast {to:?} {message:?} after {after:?}"),
+            Effect::Complete { op, result } => write!(f, "complete op {op} {result:?}"),
+            Effect::SetTimer { timer, after_ns } => write!(f, "set timer {timer:?} +{after_ns}ns"),
+            Effect::CancelTimer { timer } => write!(f, "cancel timer {timer:?}"),
+            Effect::Persist { record, mode, ticket } => write!(f, "persist {ticket:?} {mode:?} {record:?}"),
+        }
+    }
+}
+
+/// The buffer a node appends its effects to. The driver owns it, drains it after each input
+/// and reuses it, so handling an event allocates no vector of effects.
+pub struct Outbox<P: Protocol> {
+    effects: Vec<Effect<P>>,
+    next_ticket: u64,
+}
+
+impl<P: Protocol> Default for Outbox<P> {
+    fn default() -> Self {
+        Outbox { effects: Vec::new(), next_ticket: 0 }
+    }
+}
+
+impl<P: Protocol> Outbox<P> {
+    /// An empty outbox whose next persist ticket is `next_ticket` (the driver keeps the count
+    /// per node, across inputs).
+    pub fn new(next_ticket: u64) -> Self {
+        Outbox { effects: Vec::new(), next_ticket }
+    }
+
+    /// Sets the next persist ticket (driver use, when switching between nodes).
+    pub fn set_next_ticket(&mut self, next_ticket: u64) {
+        self.next_ticket = next_ticket;
+    }
+
+    /// The next persist ticket (driver use).
+    pub fn next_ticket(&self) -> u64 {
+        self.next_ticket
+    }
+
+    /// Sends a message.
+    pub fn send(&mut self, to: NodeId, message: P::Message) {
+        self.effects.push(Effect::Send { to, message, after: None });
+    }
+
+    /// Sends a message once the write `ticket` is durable.
+    pub fn send_after(&mut self, ticket: PersistTicket, to: NodeId, message: P::Message) {
+        self.effects.push(Effect::Send { to, message, after: Some(ticket) });
+    }
+
+    /// Sends one message to several nodes.
+    pub fn multicast(&mut self, to: &Destinations, message: P::Message) {
+        self.effects.push(Effect::Multicast { to: to.clone(), message, after: None });
+    }
+
+    /// Sends one message to several nodes once the write `ticket` is durable.
+    pub fn multicast_after(&mut self, ticket: PersistTicket, to: &Destinations, message: P::Message) {
+        self.effects.push(Effect::Multicast { to: to.clone(), message, after: Some(ticket) });
+    }
+
+    /// Returns a submission's result to the application (client nodes).
+    pub fn complete(&mut self, op: u64, result: CommandResult) {
+        self.effects.push(Effect::Complete { op, result });
+    }
+
+    /// Sets (or moves) a timer.
+    pub fn set_timer(&mut self, timer: P::Timer, after_ns: u64) {
+        self.effects.push(Effect::SetTimer { timer, after_ns });
+    }
+
+    /// Cancels a timer.
+    pub fn cancel_timer(&mut self, timer: P::Timer) {
+        self.effects.push(Effect::CancelTimer { timer });
+    }
+
+    /// Writes a durable record and returns its ticket.
+    pub fn persist(&mut self, record: P::Durable, mode: PersistMode) -> PersistTicket {
+        let ticket = PersistTicket(self.next_ticket);
+        self.next_ticket += 1;
+        self.effects.push(Effect::Persist { record, mode, ticket });
+        ticket
+    }
+
+    /// The effects appended so far.
+    pub fn effects(&self) -> &[Effect<P>] {
+        &self.effects
+    }
+
+    /// Takes the effects out, leaving the buffer empty with its capacity.
+    pub fn drain(&mut self) -> std::vec::Drain<'_, Effect<P>> {
+        self.effects.drain(..)
+    }
+
+    /// True when nothing was appended.
+    pub fn is_empty(&self) -> bool {
+        self.effects.is_empty()
+    }
+}
+
+/// What a node is built from.
+pub struct NodeContext<P: Protocol> {
+    /// This node.
+    pub id: NodeId,
+    /// The whole cluster.
+    pub topology: Arc<Topology>,
+    /// The protocol's own options.
+    pub config: P::Config,
+    /// Seed of the node's private random generator (the only randomness a node may use).
+    pub seed: u64,
+    /// Builds an empty application state machine.
+    pub new_state_machine: fn() -> Box<dyn StateMachine>,
+}
+
+impl<P: Protocol> NodeContext<P> {
+    /// This node's role.
+    pub fn role(&self) -> Role {
+        self.topology.node(self.id).role
+    }
+}
+
+/// A protocol: its types, its extra roles and how to build its nodes. Drivers, tests and the CLI
+/// reach a protocol only through this trait and the registry.
+pub trait Protocol: Sized + 'static {
+    /// The registry name (`ordo sim --protocol NAME`).
+    const NAME: &'static str;
+    /// One line for `ordo protocols`.
+    const SUMMARY: &'static str;
+    /// Every message any role of the protocol sends.
+    type Message: Clone + Debug + Serialize + DeserializeOwned + Send + 'static;
+    /// The protocol's timers; a timer is identified by its value.
+    type Timer: Clone + Debug + Ord + Send + 'static;
+    /// What a node writes to durable storage, and gets back when it restarts.
+    type Durable: Clone + Debug + Serialize + DeserializeOwned + Send + 'static;
+    /// The protocol's own options, read from the `[protocol]` table of a run's configuration.
+    type Config: Clone + Debug + Default + Serialize + DeserializeOwned + Send + Sync + 'static;
+
+    /// Roles besides replicas and clients that a cluster of this protocol needs.
+    fn extra_roles(_replicas_per_shard: usize, _config: &Self::Config) -> Vec<Role> {
+        Vec::new()
+    }
+
+    /// True when the protocol has a fast path (so a fast-path ratio is meaningful).
+    fn has_fast_path() -> bool {
+        false
+    }
+
+    /// Builds a node, fresh (`durable` empty) or restarted with what it had persisted.
+    fn new_node(context: NodeContext<Self>, durable: Vec<Self::Durable>) -> Box<dyn Node<Self>>;
+}
+
+/// One role of a protocol. Each method takes the local clock reading and one input, and appends
+/// effects to `out`.
+pub trait Node<P: Protocol>: Send {
+    /// Called once when the node boots or restarts: set the first timers.
+    fn on_start(&mut self, now: ClockReading, out: &mut Outbox<P>);
+    /// A message arrived.
+    fn on_message(&mut self, now: ClockReading, from: NodeId, message: P::Message, out: &mut Outbox<P>);
+    /// A timer fired.
+    fn on_timer(&mut self, now: ClockReading, timer: P::Timer, out: &mut Outbox<P>);
+    /// The application submits a command (client nodes only; others ignore it).
+    fn on_submit(&mut self, _now: ClockReading, _submission: Submission, _out: &mut Outbox<P>) {}
+    /// Panics if the node's state breaks one of its invariants. Drivers call it after every
+    /// input in simulation and debug builds.
+    fn check_invariants(&self) {}
+    /// The node's counters.
+    fn stats(&self) -> &NodeStats;
+    /// The node's state machine, for the agreement check (replicas only).
+    fn state_machine(&self) -> Option<&dyn StateMachine> {
+        None
+    }
+    /// One line saying what the node is doing (view, leader, log position...).
+    fn status(&self) -> String;
+}
