@@ -1,1 +1,73 @@
-//! placeholder
+//! Every protocol of ordo, one folder each, and the registry that names them.
+//!
+//! Drivers (the simulator, the real runtime, the benchmarks, the CLI) reach a protocol only
+//! through [`with_protocol`]: they implement [`ProtocolVisitor`] once, generically, and the
+//! registry instantiates it for the protocol named. Adding a protocol means adding its folder
+//! and one line to [`registry!`]'s invocation below.
+#![deny(missing_docs)]
+
+pub mod multipaxos;
+pub mod testkit;
+pub mod unreplicated;
+
+use ordo_core::Protocol;
+
+/// Code that is generic over the protocol, run for one protocol chosen by name.
+pub trait ProtocolVisitor {
+    /// What the visit returns.
+    type Output;
+    /// Runs for protocol `P`.
+    fn visit<P: Protocol>(self) -> Self::Output;
+}
+
+/// A registered protocol, as `ordo protocols` lists it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProtocolInfo {
+    /// Registry name.
+    pub name: &'static str,
+    /// One line.
+    pub summary: &'static str,
+    /// True for deliberately broken variants (negative controls for the fuzz harness).
+    pub canary: bool,
+}
+
+/// No protocol of that name is registered.
+#[derive(Debug, PartialEq, Eq)]
+pub struct UnknownProtocol(pub String);
+
+impl std::fmt::Display for UnknownProtocol {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let known: Vec<&str> = protocols().iter().map(|p| p.name).collect();
+        write!(f, "unknown protocol `{}` (known: {})", self.0, known.join(", "))
+    }
+}
+
+impl std::error::Error for UnknownProtocol {}
+
+macro_rules! registry {
+    ($($(#[$attr:meta])* $protocol:ty => canary: $canary:expr),* $(,)?) => {
+        /// Every registered protocol, in listing order.
+        pub fn protocols() -> Vec<ProtocolInfo> {
+            let mut all = Vec::new();
+            $($(#[$attr])* all.push(ProtocolInfo {
+                name: <$protocol as Protocol>::NAME,
+                summary: <$protocol as Protocol>::SUMMARY,
+                canary: $canary,
+            });)*
+            all
+        }
+
+        /// Runs `visitor` for the protocol called `name`.
+        pub fn with_protocol<V: ProtocolVisitor>(name: &str, visitor: V) -> Result<V::Output, UnknownProtocol> {
+            $($(#[$attr])* if name == <$protocol as Protocol>::NAME {
+                return Ok(visitor.visit::<$protocol>());
+            })*
+            Err(UnknownProtocol(name.to_string()))
+        }
+    };
+}
+
+registry! {
+    unreplicated::Unreplicated => canary: false,
+    // (multi-paxos lines are added when its folder lands)
+}

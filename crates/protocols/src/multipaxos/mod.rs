@@ -1,0 +1,1 @@
+//! Multi-Paxos in its Viewstamped-Replication form (being written).

@@ -1,0 +1,1 @@
+//! A small step-by-step cluster for scenario tests (being written).

@@ -1,0 +1,52 @@
+//! Unreplicated: one server executes every command in arrival order. No fault tolerance; it is
+//! the upper bound that replicated protocols are measured against.
+//!
+//! Roles: [`server::Server`] (the single replica), [`client::Client`]. The client retries on a
+//! timeout; the server's client table makes retries execute at most once.
+
+pub mod client;
+pub mod messages;
+pub mod server;
+
+use ordo_core::{Node, NodeContext, Protocol, Role};
+use serde::{Deserialize, Serialize};
+
+/// The Unreplicated protocol.
+pub struct Unreplicated;
+
+/// Options of the Unreplicated protocol.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// How long a client waits for a reply before sending its request again.
+    pub client_retry_ns: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config { client_retry_ns: 20_000_000 }
+    }
+}
+
+/// Timers of the Unreplicated protocol.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Timer {
+    /// The client's request went unanswered for too long.
+    ClientRetry,
+}
+
+impl Protocol for Unreplicated {
+    const NAME: &'static str = "unreplicated";
+    const SUMMARY: &'static str = "one server, no replication: the upper bound on throughput and latency";
+    type Message = messages::Message;
+    type Timer = Timer;
+    type Durable = ();
+    type Config = Config;
+
+    fn new_node(context: NodeContext<Self>, _durable: Vec<()>) -> Box<dyn Node<Self>> {
+        match context.role() {
+            Role::Client => Box::new(client::Client::new(context)),
+            _ => Box::new(server::Server::new(context)),
+        }
+    }
+}
