@@ -145,9 +145,7 @@ impl Command {
             | Command::HGet { key, .. }
             | Command::HGetAll { key }
             | Command::HDel { key, .. } => visit(key),
-            Command::Del { keys } | Command::Exists { keys } | Command::MGet { keys } => {
-                keys.iter().for_each(visit)
-            }
+            Command::Del { keys } | Command::Exists { keys } | Command::MGet { keys } => keys.iter().for_each(visit),
             Command::MSet { pairs } => pairs.iter().for_each(|(key, _)| visit(key)),
         }
     }

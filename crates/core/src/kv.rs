@@ -280,7 +280,10 @@ mod tests {
         assert_eq!(kv.apply(request(2), &hget), CommandResult::Value("2".into()));
         assert!(matches!(kv.apply(request(3), &Command::get("h")), CommandResult::Error(_)));
         let all = kv.apply(request(4), &Command::HGetAll { key: "h".into() });
-        assert_eq!(all, CommandResult::Values(vec![Some("f".into()), Some("1".into()), Some("g".into()), Some("2".into())]));
+        assert_eq!(
+            all,
+            CommandResult::Values(vec![Some("f".into()), Some("1".into()), Some("g".into()), Some("2".into())])
+        );
         let hdel = Command::HDel { key: "h".into(), fields: vec!["f".into(), "g".into()] };
         assert_eq!(kv.apply(request(5), &hdel), CommandResult::Integer(2));
         assert_eq!(kv.apply(request(6), &Command::Exists { keys: vec!["h".into()] }), CommandResult::Integer(0));

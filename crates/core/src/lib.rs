@@ -21,7 +21,7 @@ pub use command::{Command, CommandResult, Key, Value};
 pub use ids::{ClientId, NodeId, RequestId};
 pub use kv::{KeyDigest, KvStore, StateMachine};
 pub use node::{
-    Destinations, Effect, Node, NodeContext, Outbox, PersistMode, PersistTicket, Protocol, Role,
+    Destinations, Effect, Node, NodeContext, NodeSpec, Outbox, PersistMode, PersistTicket, Protocol, Role, Submission,
     Topology,
 };
 pub use stats::NodeStats;

@@ -1,9 +1,7 @@
 //! The single server: executes requests in arrival order, at most once per request.
 
 use super::{Unreplicated, messages::Message};
-use ordo_core::{
-    ClientId, ClockReading, CommandResult, Node, NodeContext, NodeId, NodeStats, Outbox, StateMachine,
-};
+use ordo_core::{ClientId, ClockReading, CommandResult, Node, NodeContext, NodeId, NodeStats, Outbox, StateMachine};
 use std::collections::BTreeMap;
 
 /// The last request executed for each client and its result, so a retry gets the same answer.
@@ -22,7 +20,11 @@ pub struct Server {
 impl Server {
     /// A server with an empty store.
     pub fn new(context: NodeContext<Unreplicated>) -> Self {
-        Server { state_machine: (context.new_state_machine)(), client_table: BTreeMap::new(), stats: NodeStats::default() }
+        Server {
+            state_machine: (context.new_state_machine)(),
+            client_table: BTreeMap::new(),
+            stats: NodeStats::default(),
+        }
     }
 }
 
