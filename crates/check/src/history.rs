@@ -1,0 +1,494 @@
+//! The client history format: one JSON object per line, one line per event.
+//!
+//! ```text
+//! {"client": 3, "kind": "invoke", "time_ns": 1200, "op": "write", "key": "k1", "value": "v5"}
+//! {"client": 3, "kind": "ok", "time_ns": 5400, "op": "write", "key": "k1", "value": "v5"}
+//! ```
+//!
+//! A client invokes an operation and later completes it with `ok` (it took effect), `fail` (it
+//! certainly did not) or `info` (nobody knows). Each client has at most one operation
+//! outstanding, and a client id is never used again after an `info`: the client that gave up
+//! cannot tell when its lost operation lands, so a new identity keeps the histories honest.
+//! Times are true simulated nanoseconds. `docs/history.md` describes the format for users.
+
+use crate::fixed_hash::FixedHashMap;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// What an event says about an operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EventKind {
+    /// The client sent the operation.
+    Invoke,
+    /// The operation took effect; a read's event carries the value it returned.
+    Ok,
+    /// The operation certainly did not take effect.
+    Fail,
+    /// The client stopped waiting without knowing whether the operation took effect.
+    Info,
+}
+
+/// The key-value operations a history may contain.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OpKind {
+    /// Returns the key's value, or `null` when the key is absent.
+    Read,
+    /// Sets the key's value.
+    Write,
+    /// Concatenates to the key's value, an absent key counting as empty.
+    Append,
+}
+
+impl fmt::Display for OpKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            OpKind::Read => "read",
+            OpKind::Write => "write",
+            OpKind::Append => "append",
+        })
+    }
+}
+
+/// One line of a history.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HistoryEvent {
+    /// The client; unique among clients with an operation outstanding, never reused after info.
+    pub client: u64,
+    /// Invocation or one of the three completions.
+    pub kind: EventKind,
+    /// True simulated time of the event.
+    pub time_ns: u64,
+    /// The operation invoked or completed.
+    pub op: OpKind,
+    /// The key it touches.
+    pub key: String,
+    /// Writes and appends: the value written or appended. A read's `ok`: the value read, `None`
+    /// when the key was absent. Otherwise `None`.
+    #[serde(default)]
+    pub value: Option<String>,
+}
+
+impl HistoryEvent {
+    /// The event as one line of JSON, without the trailing newline.
+    pub fn to_json_line(&self) -> String {
+        // Plain strings, integers and unit variants always serialize; failure would be a bug.
+        serde_json::to_string(self).expect("a history event always serializes")
+    }
+}
+
+/// How an operation ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    /// Completed with `ok`: it took effect between its invocation and completion.
+    Ok,
+    /// Completed with `fail`: it never took effect.
+    Fail,
+    /// Completed with `info`: it may take effect at any time after its invocation, or never.
+    Info,
+    /// Never completed before the history ended; treated like `info`.
+    Unfinished,
+}
+
+/// An invocation paired with its completion.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Operation {
+    /// The client that invoked it.
+    pub client: u64,
+    /// What it does.
+    pub op: OpKind,
+    /// The key it touches.
+    pub key: String,
+    /// Writes and appends: the value written or appended. Reads that completed `ok`: the value
+    /// returned (`None` = absent). Other reads: `None`.
+    pub value: Option<String>,
+    /// When it was invoked.
+    pub invoke_ns: u64,
+    /// When it completed (ok, fail or info); `None` if it never did.
+    pub completion_ns: Option<u64>,
+    /// How it ended.
+    pub outcome: Outcome,
+}
+
+impl fmt::Display for Operation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "client {} {}", self.client, self.op)?;
+        match (self.op, self.outcome) {
+            (OpKind::Read, Outcome::Ok) => write!(f, " -> {}", ShortValue(self.value.as_deref()))?,
+            (OpKind::Read, _) => {}
+            (_, _) => write!(f, " {}", ShortValue(self.value.as_deref()))?,
+        }
+        write!(f, " [invoked {} ns, ", self.invoke_ns)?;
+        match (self.outcome, self.completion_ns) {
+            (Outcome::Ok, Some(time_ns)) => write!(f, "ok {time_ns} ns]"),
+            (Outcome::Fail, Some(time_ns)) => write!(f, "fail {time_ns} ns]"),
+            (Outcome::Info, Some(time_ns)) => write!(f, "info {time_ns} ns]"),
+            _ => write!(f, "never completed]"),
+        }
+    }
+}
+
+/// A value for messages: quoted, `absent` for `None`, long values cut so that a report of an
+/// append-heavy key stays readable.
+pub(crate) struct ShortValue<'a>(pub Option<&'a str>);
+
+impl fmt::Display for ShortValue<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        const SHOWN_CHARS_MAX: usize = 64;
+        let Some(text) = self.0 else { return f.write_str("absent") };
+        if text.chars().count() <= SHOWN_CHARS_MAX {
+            return write!(f, "{text:?}");
+        }
+        let head: String = text.chars().take(SHOWN_CHARS_MAX).collect();
+        write!(f, "{head:?}... ({} bytes)", text.len())
+    }
+}
+
+/// What is wrong with one line of a history.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Problem {
+    /// The line is not JSON, lacks a field or has a field of the wrong type.
+    #[error("not a valid event: {0}")]
+    BadJson(String),
+    /// `kind` is not one of invoke, ok, fail, info.
+    #[error("unknown kind {0:?} (expected invoke, ok, fail or info)")]
+    UnknownKind(String),
+    /// `op` is not one of read, write, append.
+    #[error("unknown op {0:?} (expected read, write or append)")]
+    UnknownOp(String),
+    /// A write or append invoked without a value.
+    #[error("client {client} invokes {op} without a value")]
+    MissingValue {
+        /// The client.
+        client: u64,
+        /// The operation.
+        op: OpKind,
+    },
+    /// A completion for a client with nothing outstanding.
+    #[error("client {client} completes an operation it never invoked")]
+    CompletionWithoutInvoke {
+        /// The client.
+        client: u64,
+    },
+    /// An invocation while the client's previous operation is outstanding.
+    #[error("client {client} invokes again while its operation invoked on line {outstanding_line} is outstanding")]
+    SecondInvoke {
+        /// The client.
+        client: u64,
+        /// Where the outstanding operation was invoked.
+        outstanding_line: usize,
+    },
+    /// A client id used again after its `info`.
+    #[error("client {client} is used again after its info on line {info_line}")]
+    ClientReusedAfterInfo {
+        /// The client.
+        client: u64,
+        /// Where the client's info was.
+        info_line: usize,
+    },
+    /// A client's event earlier than the client's previous event.
+    #[error("client {client}'s time goes backwards from {previous_ns} ns to {time_ns} ns")]
+    TimeWentBackwards {
+        /// The client.
+        client: u64,
+        /// The time of its previous event.
+        previous_ns: u64,
+        /// The time of this event.
+        time_ns: u64,
+    },
+    /// A completion whose op or key differs from the outstanding invocation's.
+    #[error("client {client} completes {op} on {key:?} but invoked {invoke_op} on {invoke_key:?} (line {invoke_line})")]
+    Mismatch {
+        /// The client.
+        client: u64,
+        /// The completion's op.
+        op: OpKind,
+        /// The completion's key.
+        key: String,
+        /// The invocation's op.
+        invoke_op: OpKind,
+        /// The invocation's key.
+        invoke_key: String,
+        /// Where the invocation was.
+        invoke_line: usize,
+    },
+    /// A write's or append's completion naming a value other than the one invoked.
+    #[error("client {client} completes {op} of {value:?} but invoked it with {invoke_value:?}")]
+    ValueMismatch {
+        /// The client.
+        client: u64,
+        /// The op.
+        op: OpKind,
+        /// The completion's value.
+        value: String,
+        /// The invocation's value.
+        invoke_value: String,
+    },
+}
+
+/// A malformed history: where and what.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("line {line}: {problem}")]
+pub struct HistoryError {
+    /// 1-based line of the text; for events not parsed from text, 1-based position in the slice.
+    pub line: usize,
+    /// What is wrong.
+    pub problem: Problem,
+}
+
+/// The fields of a line before `kind` and `op` are interpreted, so that an unknown kind gets its
+/// own message instead of serde's generic one. Unknown extra fields are ignored.
+#[derive(Deserialize)]
+struct RawEvent {
+    client: u64,
+    kind: String,
+    time_ns: u64,
+    op: String,
+    key: String,
+    #[serde(default)]
+    value: Option<String>,
+}
+
+fn parse_line(line: &str) -> Result<HistoryEvent, Problem> {
+    let raw: RawEvent = serde_json::from_str(line).map_err(|error| Problem::BadJson(error.to_string()))?;
+    let kind = match raw.kind.as_str() {
+        "invoke" => EventKind::Invoke,
+        "ok" => EventKind::Ok,
+        "fail" => EventKind::Fail,
+        "info" => EventKind::Info,
+        _ => return Err(Problem::UnknownKind(raw.kind)),
+    };
+    let op = match raw.op.as_str() {
+        "read" => OpKind::Read,
+        "write" => OpKind::Write,
+        "append" => OpKind::Append,
+        _ => return Err(Problem::UnknownOp(raw.op)),
+    };
+    Ok(HistoryEvent { client: raw.client, kind, time_ns: raw.time_ns, op, key: raw.key, value: raw.value })
+}
+
+/// Parses a history, one event per line; blank lines are skipped. The history must be
+/// well formed (see [`validate_history`]); the error names the first offending line.
+pub fn parse_history(text: &str) -> Result<Vec<HistoryEvent>, HistoryError> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    // First the lines up to the first unparsable one, then the rules over those: whichever
+    // problem comes first in the text is the one reported.
+    let mut events = Vec::new();
+    let mut lines = Vec::new();
+    let mut parse_error = None;
+    for (index, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        match parse_line(line) {
+            Ok(event) => {
+                events.push(event);
+                lines.push(index + 1);
+            }
+            Err(problem) => {
+                parse_error = Some(HistoryError { line: index + 1, problem });
+                break;
+            }
+        }
+    }
+    pair(&events, |position| lines[position])?;
+    match parse_error {
+        Some(error) => Err(error),
+        None => Ok(events),
+    }
+}
+
+/// Writes a history, one JSON line per event.
+pub fn write_history(events: &[HistoryEvent], out: &mut impl std::io::Write) -> std::io::Result<()> {
+    for event in events {
+        writeln!(out, "{}", event.to_json_line())?;
+    }
+    Ok(())
+}
+
+/// Checks the rules of a history given as events: every completion matches its client's
+/// outstanding invocation (same op, key and, for writes and appends, value), a client has one
+/// operation outstanding at a time and is not used after its `info`, a client's times never go
+/// backwards, and writes and appends carry a value.
+pub fn validate_history(events: &[HistoryEvent]) -> Result<(), HistoryError> {
+    pair_operations(events).map(|_| ())
+}
+
+/// Pairs each invocation with its completion, in invocation order. Invocations still
+/// outstanding at the end become [`Outcome::Unfinished`] operations.
+pub fn pair_operations(events: &[HistoryEvent]) -> Result<Vec<Operation>, HistoryError> {
+    let views = pair(events, |position| position + 1)?;
+    Ok(views.into_iter().map(OperationView::to_operation).collect())
+}
+
+/// Pairs the events without copying their strings; `line_of` maps an event's position to the
+/// line reported in errors.
+pub(crate) fn pair(
+    events: &[HistoryEvent],
+    line_of: impl Fn(usize) -> usize,
+) -> Result<Vec<OperationView<'_>>, HistoryError> {
+    let mut pairing = Pairing::default();
+    for (position, event) in events.iter().enumerate() {
+        let line = line_of(position);
+        pairing.accept(line, event).map_err(|problem| HistoryError { line, problem })?;
+    }
+    Ok(pairing.operations)
+}
+
+/// An [`Operation`] borrowing its strings from the events: the checker pairs a million events
+/// and copying every key and value was a measurable part of its time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct OperationView<'a> {
+    pub(crate) client: u64,
+    pub(crate) op: OpKind,
+    pub(crate) key: &'a str,
+    pub(crate) value: Option<&'a str>,
+    pub(crate) invoke_ns: u64,
+    pub(crate) completion_ns: Option<u64>,
+    pub(crate) outcome: Outcome,
+}
+
+impl OperationView<'_> {
+    /// The owned operation, for reports.
+    pub(crate) fn to_operation(self) -> Operation {
+        Operation {
+            client: self.client,
+            op: self.op,
+            key: self.key.to_string(),
+            value: self.value.map(String::from),
+            invoke_ns: self.invoke_ns,
+            completion_ns: self.completion_ns,
+            outcome: self.outcome,
+        }
+    }
+}
+
+/// Where a client stands, for the per-client rules.
+enum ClientState {
+    /// Nothing outstanding; its last event was at `last_ns`.
+    Idle { last_ns: u64 },
+    /// `operation` (an index into the paired operations) invoked on `line` is outstanding.
+    Outstanding { operation: usize, line: usize },
+    /// Gave up with an info on `line`; the id is spent.
+    Retired { line: usize },
+}
+
+/// Validates events one by one and builds the paired operations as it goes.
+#[derive(Default)]
+struct Pairing<'a> {
+    /// Only looked up, never iterated, so a hash map cannot make the outcome depend on order.
+    clients: FixedHashMap<u64, ClientState>,
+    operations: Vec<OperationView<'a>>,
+}
+
+impl<'a> Pairing<'a> {
+    fn accept(&mut self, line: usize, event: &'a HistoryEvent) -> Result<(), Problem> {
+        match event.kind {
+            EventKind::Invoke => self.on_invoke(line, event),
+            EventKind::Ok | EventKind::Fail | EventKind::Info => self.on_completion(line, event),
+        }
+    }
+
+    fn on_invoke(&mut self, line: usize, event: &'a HistoryEvent) -> Result<(), Problem> {
+        let client = event.client;
+        match self.clients.get(&client) {
+            Some(ClientState::Retired { line: info_line }) => {
+                return Err(Problem::ClientReusedAfterInfo { client, info_line: *info_line });
+            }
+            Some(ClientState::Outstanding { line: outstanding_line, .. }) => {
+                return Err(Problem::SecondInvoke { client, outstanding_line: *outstanding_line });
+            }
+            Some(ClientState::Idle { last_ns }) if event.time_ns < *last_ns => {
+                return Err(Problem::TimeWentBackwards { client, previous_ns: *last_ns, time_ns: event.time_ns });
+            }
+            Some(ClientState::Idle { .. }) | None => {}
+        }
+        // A read's invocation carries no value; one given anyway is ignored, not trusted.
+        let value = match event.op {
+            OpKind::Read => None,
+            OpKind::Write | OpKind::Append => {
+                let value = event.value.as_deref().ok_or(Problem::MissingValue { client, op: event.op })?;
+                Some(value)
+            }
+        };
+        self.clients.insert(client, ClientState::Outstanding { operation: self.operations.len(), line });
+        self.operations.push(OperationView {
+            client,
+            op: event.op,
+            key: &event.key,
+            value,
+            invoke_ns: event.time_ns,
+            completion_ns: None,
+            outcome: Outcome::Unfinished,
+        });
+        Ok(())
+    }
+
+    fn on_completion(&mut self, line: usize, event: &'a HistoryEvent) -> Result<(), Problem> {
+        let client = event.client;
+        let (index, invoke_line) = match self.clients.get(&client) {
+            Some(ClientState::Outstanding { operation, line }) => (*operation, *line),
+            Some(ClientState::Retired { line: info_line }) => {
+                return Err(Problem::ClientReusedAfterInfo { client, info_line: *info_line });
+            }
+            Some(ClientState::Idle { .. }) | None => return Err(Problem::CompletionWithoutInvoke { client }),
+        };
+        let operation = &mut self.operations[index];
+        check_completion_matches(operation, invoke_line, event)?;
+        operation.completion_ns = Some(event.time_ns);
+        operation.outcome = match event.kind {
+            EventKind::Ok => Outcome::Ok,
+            EventKind::Fail => Outcome::Fail,
+            EventKind::Info | EventKind::Invoke => Outcome::Info,
+        };
+        if operation.op == OpKind::Read && operation.outcome == Outcome::Ok {
+            operation.value = event.value.as_deref();
+        }
+        let state = match event.kind {
+            EventKind::Info => ClientState::Retired { line },
+            _ => ClientState::Idle { last_ns: event.time_ns },
+        };
+        self.clients.insert(client, state);
+        Ok(())
+    }
+}
+
+/// A completion must name the invocation it completes; a mismatch means the history's writer
+/// lost track of its clients, and checking such a history would prove nothing.
+fn check_completion_matches(
+    operation: &OperationView<'_>,
+    invoke_line: usize,
+    event: &HistoryEvent,
+) -> Result<(), Problem> {
+    let client = event.client;
+    if operation.op != event.op || operation.key != event.key {
+        return Err(Problem::Mismatch {
+            client,
+            op: event.op,
+            key: event.key.clone(),
+            invoke_op: operation.op,
+            invoke_key: operation.key.to_string(),
+            invoke_line,
+        });
+    }
+    if event.time_ns < operation.invoke_ns {
+        return Err(Problem::TimeWentBackwards { client, previous_ns: operation.invoke_ns, time_ns: event.time_ns });
+    }
+    if let (OpKind::Write | OpKind::Append, Some(value), Some(invoke_value)) =
+        (event.op, event.value.as_deref(), operation.value)
+        && value != invoke_value
+    {
+        return Err(Problem::ValueMismatch {
+            client,
+            op: event.op,
+            value: value.to_string(),
+            invoke_value: invoke_value.to_string(),
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

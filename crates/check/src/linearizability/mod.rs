@@ -1,0 +1,337 @@
+//! Linearizability of a key-value history (Herlihy and Wing, 1990), checked key by key.
+//!
+//! The model: a key holds `None` (absent) or a string; a write sets it, an append concatenates
+//! to it (absent counting as empty), a read returns it. Operations on different keys commute,
+//! so a history is linearizable exactly when each key's sub-history is (P-compositionality,
+//! Horn and Kroening 2015), and each key is checked alone.
+//!
+//! What the outcomes mean: an `ok` operation took effect between its invocation and its
+//! completion; a `fail` operation never took effect and is dropped; an `info` operation, or
+//! one never completed, may take effect at any time after its invocation, or never. A read
+//! that did not complete `ok` says nothing and is dropped. Real-time order: A precedes B only
+//! if A completed strictly before B was invoked; equal times count as concurrent.
+//!
+//! Each key is searched with the frontier algorithm described in `frontier.rs`;
+//! `docs/history.md` explains it for users.
+
+mod frontier;
+mod observers;
+mod slots;
+mod state;
+
+#[cfg(test)]
+mod oracle;
+#[cfg(test)]
+mod tests;
+#[cfg(test)]
+mod workload;
+
+use crate::history::{HistoryError, HistoryEvent, OpKind, Operation, OperationView, Outcome, ShortValue, pair};
+use frontier::{Effect, Failure, KeyOperation, Search, Step, StepKind};
+use observers::Observers;
+use state::{KeyState, Piece};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
+use std::fmt;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Limits of the search.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CheckOptions {
+    /// Most configurations a key's frontier, or one step's exploration, may hold before the key
+    /// is reported [`Violation::TooComplex`] instead of exhausting time and memory.
+    pub configurations_max: usize,
+}
+
+impl Default for CheckOptions {
+    fn default() -> Self {
+        CheckOptions { configurations_max: 1_000_000 }
+    }
+}
+
+/// Most operations of one key that may be open at once (info operations stay open until no
+/// read can observe them). The slot sets are sized from it; past it a key is too complex.
+pub const OPEN_OPERATIONS_MAX: usize = 1024;
+// The largest slot set `check_key` instantiates must hold exactly that many.
+const _: () = assert!(OPEN_OPERATIONS_MAX == 16 * 64);
+
+/// What a successful check covered.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CheckStats {
+    /// Keys checked.
+    pub keys: usize,
+    /// Operations in the history, whatever their outcome.
+    pub operations: usize,
+    /// Operations that completed ok.
+    pub operations_ok: usize,
+    /// Operations that failed, which the check drops.
+    pub operations_failed: usize,
+    /// Operations whose outcome is unknown: info, or never completed.
+    pub operations_indeterminate: usize,
+    /// The largest frontier of any key: a measure of how ambiguous the history was.
+    pub configurations_peak: usize,
+}
+
+/// Why a history is not accepted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Violation {
+    /// No order of the key's operations explains `operation`'s result.
+    NotLinearizable {
+        /// The key.
+        key: String,
+        /// The ok operation that could not be linearized (always a read: writes and appends
+        /// can always take effect). Boxed to keep the error small on the success path.
+        operation: Box<Operation>,
+        /// The values the key could hold just before the operation completed, before applying
+        /// any of the open operations (`None` = absent); at most a few.
+        states: Vec<Option<String>>,
+        /// The other operations on the key that were open at that moment.
+        concurrent: Vec<Operation>,
+    },
+    /// The key's search exceeded [`CheckOptions::configurations_max`] or
+    /// [`OPEN_OPERATIONS_MAX`]; its linearizability is unknown.
+    TooComplex {
+        /// The key.
+        key: String,
+    },
+    /// The history breaks the format's rules.
+    Malformed(HistoryError),
+}
+
+/// How many concurrent operations a report lists before summarizing the rest.
+const REPORTED_CONCURRENT_MAX: usize = 20;
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Violation::NotLinearizable { key, operation, states, concurrent } => {
+                writeln!(f, "key {key:?} is not linearizable: no order of its operations explains")?;
+                writeln!(f, "  {operation}")?;
+                let states: Vec<String> = states.iter().map(|state| ShortValue(state.as_deref()).to_string()).collect();
+                write!(
+                    f,
+                    "  before it completed, without the open operations, the key could hold: {}",
+                    states.join(", ")
+                )?;
+                write_concurrent(f, concurrent)
+            }
+            Violation::TooComplex { key } => write!(
+                f,
+                "key {key:?} is too complex to check: the search exceeded its limit of configurations or of \
+                 {OPEN_OPERATIONS_MAX} open operations"
+            ),
+            Violation::Malformed(error) => write!(f, "malformed history: {error}"),
+        }
+    }
+}
+
+fn write_concurrent(f: &mut fmt::Formatter<'_>, concurrent: &[Operation]) -> fmt::Result {
+    if concurrent.is_empty() {
+        return write!(f, "\n  no other operation on the key was open");
+    }
+    write!(f, "\n  operations on the key open at that moment:")?;
+    for operation in concurrent.iter().take(REPORTED_CONCURRENT_MAX) {
+        write!(f, "\n    {operation}")?;
+    }
+    if concurrent.len() > REPORTED_CONCURRENT_MAX {
+        write!(f, "\n    ... and {} more", concurrent.len() - REPORTED_CONCURRENT_MAX)?;
+    }
+    Ok(())
+}
+
+impl std::error::Error for Violation {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Violation::Malformed(error) => Some(error),
+            _ => None,
+        }
+    }
+}
+
+/// Checks that the history is linearizable, with the default limits.
+pub fn check_linearizable(events: &[HistoryEvent]) -> Result<CheckStats, Violation> {
+    check_linearizable_with(events, &CheckOptions::default())
+}
+
+/// Checks that the history is linearizable. Keys are checked in sorted order; a key that is not
+/// linearizable is reported before a key that is too complex, so that a real violation is never
+/// hidden behind an inconclusive key.
+pub fn check_linearizable_with(events: &[HistoryEvent], options: &CheckOptions) -> Result<CheckStats, Violation> {
+    let operations = pair(events, |position| position + 1).map_err(Violation::Malformed)?;
+    let mut by_key: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    for (index, operation) in operations.iter().enumerate() {
+        by_key.entry(operation.key).or_default().push(index);
+    }
+    let mut stats = count_outcomes(&operations);
+    stats.keys = by_key.len();
+    let keys: Vec<(&str, Vec<usize>)> = by_key.into_iter().collect();
+    let outcomes = check_keys(&operations, &keys, options);
+    let mut too_complex = None;
+    for ((key, _), outcome) in keys.iter().zip(outcomes) {
+        match outcome {
+            Ok(peak) => stats.configurations_peak = stats.configurations_peak.max(peak),
+            Err(KeyFailure::TooComplex) => _ = too_complex.get_or_insert(key.to_string()),
+            Err(KeyFailure::Stuck { operation, states, open }) => {
+                let mut concurrent: Vec<Operation> =
+                    open.iter().map(|&index| operations[index].to_operation()).collect();
+                concurrent.sort_by_key(|operation| (operation.invoke_ns, operation.client));
+                let operation = Box::new(operations[operation].to_operation());
+                return Err(Violation::NotLinearizable { key: key.to_string(), operation, states, concurrent });
+            }
+        }
+    }
+    match too_complex {
+        Some(key) => Err(Violation::TooComplex { key }),
+        None => Ok(stats),
+    }
+}
+
+/// Checks every key, spreading the keys over the available cores: they are independent, and a
+/// big history is checked in a fraction of the time. The outcomes come back in key order, so
+/// the verdict never depends on scheduling.
+fn check_keys(
+    operations: &[OperationView<'_>],
+    keys: &[(&str, Vec<usize>)],
+    options: &CheckOptions,
+) -> Vec<Result<usize, KeyFailure>> {
+    let workers = std::thread::available_parallelism().map_or(1, usize::from).min(keys.len());
+    if workers <= 1 {
+        return keys.iter().map(|(_, indices)| check_key(operations, indices, options)).collect();
+    }
+    // Workers take the next unchecked key, so that one big key does not leave the others idle.
+    let next_key = AtomicUsize::new(0);
+    let mut outcomes: Vec<Option<Result<usize, KeyFailure>>> = (0..keys.len()).map(|_| None).collect();
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..workers)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut checked = Vec::new();
+                    loop {
+                        let index = next_key.fetch_add(1, Ordering::Relaxed);
+                        let Some((_, indices)) = keys.get(index) else { return checked };
+                        checked.push((index, check_key(operations, indices, options)));
+                    }
+                })
+            })
+            .collect();
+        for handle in handles {
+            // A panic in a worker is a bug in the checker: pass it on unchanged.
+            let checked = handle.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            for (index, outcome) in checked {
+                outcomes[index] = Some(outcome);
+            }
+        }
+    });
+    outcomes.into_iter().map(|outcome| outcome.expect("every key is checked by one worker")).collect()
+}
+
+fn count_outcomes(operations: &[OperationView<'_>]) -> CheckStats {
+    let mut stats = CheckStats { operations: operations.len(), ..CheckStats::default() };
+    for operation in operations {
+        match operation.outcome {
+            Outcome::Ok => stats.operations_ok += 1,
+            Outcome::Fail => stats.operations_failed += 1,
+            Outcome::Info | Outcome::Unfinished => stats.operations_indeterminate += 1,
+        }
+    }
+    stats
+}
+
+/// A key's failure in terms of the history's operations (indices into the paired operations).
+enum KeyFailure {
+    Stuck { operation: usize, states: Vec<Option<String>>, open: Vec<usize> },
+    TooComplex,
+}
+
+/// Checks one key; `indices` are its operations among `operations`. Returns the peak frontier.
+fn check_key(operations: &[OperationView<'_>], indices: &[usize], options: &CheckOptions) -> Result<usize, KeyFailure> {
+    let (mut key_operations, steps) = prepare(operations, indices);
+    let slots = assign_slots(&mut key_operations, &steps);
+    let configurations_max = options.configurations_max.max(1);
+    let result = match slots.div_ceil(64) {
+        0 | 1 => Search::<1>::new(&key_operations, configurations_max).run(&steps),
+        2 => Search::<2>::new(&key_operations, configurations_max).run(&steps),
+        3..=4 => Search::<4>::new(&key_operations, configurations_max).run(&steps),
+        5..=16 => Search::<16>::new(&key_operations, configurations_max).run(&steps),
+        _ => Err(Failure::TooComplex),
+    };
+    result.map_err(|failure| match failure {
+        Failure::TooComplex => KeyFailure::TooComplex,
+        Failure::Stuck { operation, states, open } => KeyFailure::Stuck {
+            operation: key_operations[operation].source,
+            states,
+            open: open.into_iter().map(|index| key_operations[index].source).collect(),
+        },
+    })
+}
+
+/// Turns a key's operations into the search's operations and steps, sorted. Failed operations
+/// and reads without an ok are left out: they constrain nothing. Optional operations that no
+/// read can observe are left out too, and the others retire once no read can observe them.
+fn prepare(operations: &[OperationView<'_>], indices: &[usize]) -> (Vec<KeyOperation>, Vec<Step>) {
+    let relevant: Vec<usize> = indices.iter().copied().filter(|&index| constrains(&operations[index])).collect();
+    let relevant_operations: Vec<&OperationView<'_>> = relevant.iter().map(|&index| &operations[index]).collect();
+    let observers = Observers::new(&relevant_operations);
+    let mut key_operations = Vec::with_capacity(relevant.len());
+    let mut steps = Vec::with_capacity(2 * relevant.len());
+    for index in relevant {
+        let operation = &operations[index];
+        let end = match (operation.outcome, operation.completion_ns) {
+            (Outcome::Ok, Some(completion_ns)) => Some((completion_ns, StepKind::Complete)),
+            _ => observers.last_observation_ns(operation).map(|time_ns| (time_ns, StepKind::Retire)),
+        };
+        let Some((end_ns, end_kind)) = end.filter(|&(end_ns, _)| end_ns >= operation.invoke_ns) else { continue };
+        let position = key_operations.len();
+        steps.push(Step { time_ns: operation.invoke_ns, kind: StepKind::Invoke, operation: position });
+        steps.push(Step { time_ns: end_ns, kind: end_kind, operation: position });
+        key_operations.push(key_operation(index, operation));
+    }
+    steps.sort_unstable();
+    (key_operations, steps)
+}
+
+/// Whether an operation constrains the key at all.
+fn constrains(operation: &OperationView<'_>) -> bool {
+    match (operation.op, operation.outcome) {
+        (_, Outcome::Fail) => false,
+        (OpKind::Read, outcome) => outcome == Outcome::Ok,
+        (OpKind::Write | OpKind::Append, _) => true,
+    }
+}
+
+fn key_operation(source: usize, operation: &OperationView<'_>) -> KeyOperation {
+    let value = || operation.value.expect("pairing requires a value for writes and appends");
+    let effect = match operation.op {
+        OpKind::Read => Effect::Read(operation.value.map(Piece::new)),
+        OpKind::Write => Effect::Write(KeyState::written(&Piece::new(value()))),
+        OpKind::Append => Effect::Append(Piece::new(value())),
+    };
+    let optional = operation.outcome != Outcome::Ok;
+    KeyOperation { source, effect, optional, slot: usize::MAX }
+}
+
+/// Gives each operation the lowest slot free at its invocation; returns how many slots exist.
+/// Reusing slots keeps the sets as small as the most operations ever open at once.
+fn assign_slots(key_operations: &mut [KeyOperation], steps: &[Step]) -> usize {
+    let mut free: BinaryHeap<Reverse<usize>> = BinaryHeap::new();
+    let mut count = 0;
+    for step in steps {
+        let operation = &mut key_operations[step.operation];
+        match step.kind {
+            StepKind::Invoke => {
+                operation.slot = free.pop().map_or_else(
+                    || {
+                        count += 1;
+                        count - 1
+                    },
+                    |Reverse(slot)| slot,
+                );
+            }
+            StepKind::Complete | StepKind::Retire => {
+                debug_assert!(operation.slot != usize::MAX, "an operation ends after its invocation");
+                free.push(Reverse(operation.slot));
+            }
+        }
+    }
+    count
+}

@@ -1,0 +1,163 @@
+//! Generated histories that are linearizable by construction, for tests.
+//!
+//! Each client runs operations back to back; every operation that takes effect gets a
+//! linearization point inside its interval (ok) or anywhere after its invocation (info, taken
+//! with even odds), and reads return what the store holds at their point. A client that gets an
+//! info is replaced by one with a fresh id, as the format requires.
+
+use crate::history::{EventKind, HistoryEvent, OpKind};
+use std::collections::BTreeMap;
+
+/// A small deterministic generator (SplitMix64): tests must not depend on outside randomness.
+pub(super) struct SplitMix(u64);
+
+impl SplitMix {
+    /// A generator from a seed.
+    pub(super) fn new(seed: u64) -> Self {
+        SplitMix(seed)
+    }
+
+    /// The next 64 random bits.
+    pub(super) fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut mixed = self.0;
+        mixed = (mixed ^ (mixed >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        mixed = (mixed ^ (mixed >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        mixed ^ (mixed >> 31)
+    }
+
+    /// A number in `0..bound`.
+    pub(super) fn below(&mut self, bound: u64) -> u64 {
+        self.next_u64() % bound
+    }
+
+    /// True with the given chance in percent.
+    pub(super) fn percent(&mut self, chance: u64) -> bool {
+        self.below(100) < chance
+    }
+}
+
+/// The shape of a generated history.
+pub(super) struct Workload {
+    pub(super) clients: u64,
+    pub(super) keys: u64,
+    pub(super) operations: usize,
+    pub(super) seed: u64,
+    /// Chances in percent of each op kind; the rest are reads.
+    pub(super) write_percent: u64,
+    pub(super) append_percent: u64,
+    /// Chances in percent of each outcome; the rest are ok.
+    pub(super) fail_percent: u64,
+    pub(super) info_percent: u64,
+}
+
+/// One generated operation before it becomes events.
+struct Planned {
+    client: u64,
+    op: OpKind,
+    key: String,
+    value: Option<String>,
+    invoke_ns: u64,
+    completion_ns: u64,
+    outcome: EventKind,
+    /// When it takes effect, if it does.
+    point_ns: Option<u64>,
+}
+
+impl Workload {
+    /// Generates the history's events, in an order valid for the format.
+    pub(super) fn generate(&self) -> Vec<HistoryEvent> {
+        let mut random = SplitMix::new(self.seed);
+        let mut planned = self.plan(&mut random);
+        resolve_reads(&mut planned);
+        events_of(&planned)
+    }
+
+    fn plan(&self, random: &mut SplitMix) -> Vec<Planned> {
+        let per_client = self.operations.div_ceil(self.clients as usize);
+        let mut next_client = self.clients;
+        let mut planned = Vec::with_capacity(self.operations);
+        for lane in 0..self.clients {
+            let mut client = lane;
+            let mut time_ns = random.below(100);
+            for _ in 0..per_client.min(self.operations - planned.len()) {
+                let operation = self.plan_one(random, client, time_ns, planned.len());
+                time_ns = operation.completion_ns;
+                if operation.outcome == EventKind::Info {
+                    client = next_client;
+                    next_client += 1;
+                }
+                planned.push(operation);
+            }
+        }
+        planned
+    }
+
+    fn plan_one(&self, random: &mut SplitMix, client: u64, after_ns: u64, number: usize) -> Planned {
+        let invoke_ns = after_ns + random.below(50);
+        let duration_ns = 1 + random.below(1000);
+        let completion_ns = invoke_ns + duration_ns;
+        let roll = random.below(100);
+        let (op, value) = if roll < self.write_percent {
+            (OpKind::Write, Some(format!("w{number}")))
+        } else if roll < self.write_percent + self.append_percent {
+            (OpKind::Append, Some(format!(".{number}")))
+        } else {
+            (OpKind::Read, None)
+        };
+        let roll = random.below(100);
+        let (outcome, point_ns) = if roll < self.fail_percent {
+            (EventKind::Fail, None)
+        } else if roll < self.fail_percent + self.info_percent {
+            let point_ns = random.percent(50).then(|| invoke_ns + random.below(10 * duration_ns));
+            (EventKind::Info, point_ns)
+        } else {
+            (EventKind::Ok, Some(invoke_ns + random.below(duration_ns + 1)))
+        };
+        let key = format!("k{}", random.below(self.keys));
+        Planned { client, op, key, value, invoke_ns, completion_ns, outcome, point_ns }
+    }
+}
+
+/// Runs the operations that take effect in the order of their points; reads get the value.
+fn resolve_reads(planned: &mut [Planned]) {
+    let mut order: Vec<(u64, usize)> =
+        planned.iter().enumerate().filter_map(|(index, operation)| Some((operation.point_ns?, index))).collect();
+    order.sort_unstable();
+    let mut store: BTreeMap<String, String> = BTreeMap::new();
+    for (_, index) in order {
+        let operation = &mut planned[index];
+        match operation.op {
+            OpKind::Read => operation.value = store.get(&operation.key).cloned(),
+            OpKind::Write => _ = store.insert(operation.key.clone(), operation.value.clone().unwrap_or_default()),
+            OpKind::Append => {
+                store.entry(operation.key.clone()).or_default().push_str(operation.value.as_deref().unwrap_or(""))
+            }
+        }
+    }
+}
+
+/// The events of the operations, sorted by time; at equal times completions come first, so a
+/// client's completion precedes its next invocation.
+fn events_of(planned: &[Planned]) -> Vec<HistoryEvent> {
+    let mut events = Vec::with_capacity(2 * planned.len());
+    for operation in planned {
+        let invoke_value = if operation.op == OpKind::Read { None } else { operation.value.clone() };
+        let completion_value = match (operation.op, operation.outcome) {
+            (OpKind::Read, EventKind::Ok) | (OpKind::Write | OpKind::Append, _) => operation.value.clone(),
+            _ => None,
+        };
+        let event = |kind, time_ns, value| HistoryEvent {
+            client: operation.client,
+            kind,
+            time_ns,
+            op: operation.op,
+            key: operation.key.clone(),
+            value,
+        };
+        events.push(event(EventKind::Invoke, operation.invoke_ns, invoke_value));
+        events.push(event(operation.outcome, operation.completion_ns, completion_value));
+    }
+    events.sort_by_key(|event| (event.time_ns, event.kind == EventKind::Invoke));
+    events
+}
