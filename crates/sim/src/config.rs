@@ -1,0 +1,149 @@
+//! A simulation run, described as data: cluster shape, network, clocks, CPU costs, workload and
+//! faults. Every field has a default, so a run is one seed plus the few fields a user changes.
+
+use crate::faults::FaultPlan;
+use crate::network::LatencyModel;
+use crate::workload::WorkloadSpec;
+use serde::{Deserialize, Serialize};
+
+/// CPU time a server node spends per input, serially: a busy node queues its inputs, so a leader
+/// that handles more messages per command saturates first. Clients cost nothing (they stand for
+/// machines of their own).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CpuCost {
+    /// Fixed cost of handling any input (message, timer, submission).
+    pub per_event_ns: u64,
+    /// Cost per message received or sent (syscall, packet processing).
+    pub per_message_ns: u64,
+    /// Cost per byte received or sent.
+    pub per_byte_ns: f64,
+    /// Inputs a node may queue before it drops new ones (counted).
+    pub queue_max: usize,
+}
+
+impl Default for CpuCost {
+    fn default() -> Self {
+        // Orders of magnitude measured on this kind of machine (specs/dependencies.md §1): a
+        // UDP send or receive costs about 3 µs in the kernel; handling logic about 1 µs.
+        CpuCost { per_event_ns: 1_000, per_message_ns: 3_000, per_byte_ns: 1.0, queue_max: 100_000 }
+    }
+}
+
+impl CpuCost {
+    /// No CPU model: every node handles every input instantly.
+    pub fn free() -> Self {
+        CpuCost { per_event_ns: 0, per_message_ns: 0, per_byte_ns: 0.0, queue_max: usize::MAX }
+    }
+}
+
+/// One node's clock: true time plus an offset, a drift and jitter, claiming an error bound.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ClockSpec {
+    /// Offset from true time at time zero, in ns (negative: behind).
+    pub offset_ns: i64,
+    /// Rate error in parts per million (positive: runs fast).
+    pub drift_ppm: f64,
+    /// Each reading is off by a uniform amount in ±jitter_ns.
+    pub jitter_ns: u64,
+    /// The bound the clock claims on its error (honest clocks keep |error| within it).
+    pub error_bound_ns: u64,
+}
+
+impl Default for ClockSpec {
+    fn default() -> Self {
+        ClockSpec { offset_ns: 0, drift_ppm: 0.0, jitter_ns: 0, error_bound_ns: 1_000 }
+    }
+}
+
+/// Everything a simulation run needs besides the protocol.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SimConfig {
+    /// Seed of every random choice in the run.
+    pub seed: u64,
+    /// Replicas per shard.
+    pub replicas: usize,
+    /// Failures tolerated per shard; defaults to (replicas - 1) / 2.
+    pub f: Option<usize>,
+    /// Number of shards (protocols with partial replication).
+    pub shards: usize,
+    /// Client nodes.
+    pub clients: usize,
+    /// Simulated run time in ns.
+    pub duration_ns: u64,
+    /// Network delays between sites.
+    pub latency: LatencyModel,
+    /// CPU cost model of server nodes.
+    pub cpu: CpuCost,
+    /// Time a durable write takes to become durable.
+    pub persist_ns: u64,
+    /// Clocks of all nodes, before faults change them.
+    pub clock: ClockSpec,
+    /// What the clients do.
+    pub workload: WorkloadSpec,
+    /// Faults during the run (all heal before `faults.heal_ns`).
+    pub faults: FaultPlan,
+    /// Call every node's `check_invariants` after every input.
+    pub check_invariants: bool,
+    /// Check linearizability of the client history at the end.
+    pub check_linearizability: bool,
+    /// Protocol options, as the protocol's `Config` in TOML form.
+    pub protocol: toml::Table,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig {
+            seed: 1,
+            replicas: 3,
+            f: None,
+            shards: 1,
+            clients: 8,
+            duration_ns: 10 * 1_000_000_000,
+            latency: LatencyModel::default(),
+            cpu: CpuCost::default(),
+            persist_ns: 0,
+            clock: ClockSpec::default(),
+            workload: WorkloadSpec::default(),
+            faults: FaultPlan::default(),
+            check_invariants: true,
+            check_linearizability: true,
+            protocol: toml::Table::new(),
+        }
+    }
+}
+
+impl SimConfig {
+    /// Failures tolerated per shard.
+    pub fn f(&self) -> usize {
+        self.f.unwrap_or((self.replicas.saturating_sub(1)) / 2)
+    }
+
+    /// Rejects configurations that cannot run, with a message saying why.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.replicas == 0 {
+            return Err("replicas must be at least 1".into());
+        }
+        if self.shards == 0 {
+            return Err("shards must be at least 1".into());
+        }
+        if self.clients == 0 {
+            return Err("clients must be at least 1".into());
+        }
+        if self.duration_ns == 0 {
+            return Err("duration must be positive".into());
+        }
+        if self.f() * 2 >= self.replicas && self.replicas > 1 {
+            return Err(format!(
+                "f = {} needs at least {} replicas, not {}",
+                self.f(),
+                2 * self.f() + 1,
+                self.replicas
+            ));
+        }
+        self.latency.validate()?;
+        self.workload.validate()
+    }
+}

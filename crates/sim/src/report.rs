@@ -1,0 +1,279 @@
+//! What a run reports: the same fields for every protocol, as a readable table or one JSON object.
+
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+/// Latency percentiles in milliseconds.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct LatencySummary {
+    /// Mean.
+    pub mean: f64,
+    /// Median.
+    pub p50: f64,
+    /// 90th percentile.
+    pub p90: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// 99.9th percentile.
+    pub p999: f64,
+}
+
+/// Results of the clients of one site.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SiteSummary {
+    /// Site name.
+    pub name: String,
+    /// Clients at the site.
+    pub clients: usize,
+    /// Operations completed.
+    pub committed: u64,
+    /// Mean latency in ms.
+    pub mean: f64,
+    /// Median latency in ms.
+    pub p50: f64,
+    /// 90th percentile in ms.
+    pub p90: f64,
+    /// 99th percentile in ms.
+    pub p99: f64,
+}
+
+/// Per-node traffic and CPU.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct NodeReport {
+    /// Node id.
+    pub id: u32,
+    /// Role name.
+    pub role: String,
+    /// Site name.
+    pub site: String,
+    /// Messages sent.
+    pub messages_sent: u64,
+    /// Messages received (handled).
+    pub messages_received: u64,
+    /// Bytes sent.
+    pub bytes_sent: u64,
+    /// Bytes received.
+    pub bytes_received: u64,
+    /// (sent + received) / committed operations.
+    pub messages_per_command: f64,
+    /// (bytes sent + received) / committed operations.
+    pub bytes_per_command: f64,
+    /// Share of the run the node's CPU was busy.
+    pub cpu_utilisation: f64,
+    /// Longest input queue seen.
+    pub queue_len_max: usize,
+    /// Inputs dropped because the queue was full.
+    pub queue_drops: u64,
+    /// Commands executed (all incarnations).
+    pub executed: u64,
+    /// Inputs the protocol ignored, by reason.
+    pub dropped: BTreeMap<String, u64>,
+    /// Protocol events (view changes, state transfers...).
+    pub events: BTreeMap<String, u64>,
+    /// Crashes suffered.
+    pub crashes: u64,
+    /// Status line at the end of the run.
+    pub status: String,
+}
+
+/// Network totals.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct NetworkReport {
+    /// Messages handed to the network.
+    pub sent: u64,
+    /// Messages dropped by a partition.
+    pub dropped_partition: u64,
+    /// Messages dropped by loss.
+    pub dropped_loss: u64,
+    /// Messages dropped because the receiver was down.
+    pub dropped_down: u64,
+    /// Extra copies delivered.
+    pub duplicated: u64,
+}
+
+/// Everything one run says.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SimReport {
+    /// Protocol name.
+    pub protocol: String,
+    /// Seed.
+    pub seed: u64,
+    /// Replicas per shard.
+    pub replicas: usize,
+    /// Shards.
+    pub shards: usize,
+    /// Failures tolerated per shard.
+    pub f: usize,
+    /// Client nodes.
+    pub clients: usize,
+    /// Simulated seconds.
+    pub duration_s: f64,
+    /// Operations completed successfully.
+    pub committed: u64,
+    /// Operations that certainly failed.
+    pub failed: u64,
+    /// Operations whose outcome is unknown (timed out).
+    pub unknown: u64,
+    /// Committed operations per simulated second.
+    pub throughput_ops_per_s: f64,
+    /// Latency of committed operations.
+    pub latency_ms: LatencySummary,
+    /// Per client site.
+    pub sites: Vec<SiteSummary>,
+    /// Share of commits on the fast path; null for protocols without one.
+    pub fast_path_ratio: Option<f64>,
+    /// Whether the history is linearizable (null when not checked).
+    pub linearizable: Option<bool>,
+    /// Why not.
+    pub linearizability_error: Option<String>,
+    /// Whether replicas agree on every key's write order.
+    pub agreement: bool,
+    /// Why not.
+    pub agreement_error: Option<String>,
+    /// Whether every client made progress after the faults healed.
+    pub progress: bool,
+    /// Why not.
+    pub progress_error: Option<String>,
+    /// An invariant assertion that failed (the run stopped there).
+    pub assertion: Option<String>,
+    /// Simulated events processed.
+    pub events: u64,
+    /// Wall-clock seconds the run took.
+    pub wall_s: f64,
+    /// Events per wall-clock second.
+    pub events_per_wall_s: f64,
+    /// Faults injected, by kind.
+    pub faults: BTreeMap<String, u64>,
+    /// Time after which progress was required, in simulated seconds.
+    pub heal_s: f64,
+    /// Network totals.
+    pub network: NetworkReport,
+    /// Per node.
+    pub nodes: Vec<NodeReport>,
+}
+
+/// Why a run failed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Violation {
+    /// An invariant assertion fired.
+    Assertion(String),
+    /// Not linearizable, or replicas disagree.
+    Correctness(String),
+    /// No progress after the faults healed.
+    Liveness(String),
+}
+
+impl std::fmt::Display for Violation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Violation::Assertion(why) => write!(f, "assertion: {why}"),
+            Violation::Correctness(why) => write!(f, "correctness: {why}"),
+            Violation::Liveness(why) => write!(f, "liveness: {why}"),
+        }
+    }
+}
+
+impl SimReport {
+    /// The first violation of the run, if any: assertion, then correctness, then liveness.
+    pub fn violation(&self) -> Option<Violation> {
+        if let Some(why) = &self.assertion {
+            return Some(Violation::Assertion(why.clone()));
+        }
+        if let Some(why) = &self.linearizability_error {
+            return Some(Violation::Correctness(format!("not linearizable: {why}")));
+        }
+        if let Some(why) = &self.agreement_error {
+            return Some(Violation::Correctness(format!("replicas disagree: {why}")));
+        }
+        self.progress_error.as_ref().map(|why| Violation::Liveness(why.clone()))
+    }
+
+    /// A readable table.
+    pub fn table(&self) -> String {
+        let mut out = String::new();
+        let ok = |flag: Option<bool>| match flag {
+            Some(true) => "yes",
+            Some(false) => "NO",
+            None => "not checked",
+        };
+        let _ = writeln!(
+            out,
+            "protocol {}  seed {}  replicas {}×{} (f={})  clients {}  {:.1}s simulated",
+            self.protocol, self.seed, self.replicas, self.shards, self.f, self.clients, self.duration_s
+        );
+        let _ = writeln!(
+            out,
+            "committed {}  failed {}  unknown {}  throughput {:.0} ops/s",
+            self.committed, self.failed, self.unknown, self.throughput_ops_per_s
+        );
+        let l = &self.latency_ms;
+        let _ = writeln!(
+            out,
+            "latency ms  mean {:.3}  p50 {:.3}  p90 {:.3}  p99 {:.3}  p99.9 {:.3}",
+            l.mean, l.p50, l.p90, l.p99, l.p999
+        );
+        if let Some(ratio) = self.fast_path_ratio {
+            let _ = writeln!(out, "fast path   {:.1}%", ratio * 100.0);
+        }
+        if self.sites.len() > 1 {
+            let _ = writeln!(
+                out,
+                "{:<16} {:>8} {:>10} {:>9} {:>9} {:>9}",
+                "site", "clients", "committed", "mean ms", "p50 ms", "p99 ms"
+            );
+            for s in &self.sites {
+                let _ = writeln!(
+                    out,
+                    "{:<16} {:>8} {:>10} {:>9.2} {:>9.2} {:>9.2}",
+                    s.name, s.clients, s.committed, s.mean, s.p50, s.p99
+                );
+            }
+        }
+        let _ = writeln!(
+            out,
+            "{:<5} {:<11} {:>10} {:>10} {:>9} {:>6} {:>8}  status",
+            "node", "role", "msgs out", "msgs in", "msgs/cmd", "cpu%", "executed"
+        );
+        for n in &self.nodes {
+            if n.role == "client" {
+                continue;
+            }
+            let _ = writeln!(
+                out,
+                "{:<5} {:<11} {:>10} {:>10} {:>9.2} {:>6.1} {:>8}  {}",
+                format!("n{}", n.id),
+                n.role,
+                n.messages_sent,
+                n.messages_received,
+                n.messages_per_command,
+                n.cpu_utilisation * 100.0,
+                n.executed,
+                n.status
+            );
+        }
+        let faults: Vec<String> = self.faults.iter().map(|(k, v)| format!("{k}×{v}")).collect();
+        if !faults.is_empty() {
+            let _ = writeln!(out, "faults      {} (healed by {:.2}s)", faults.join(" "), self.heal_s);
+        }
+        let _ = writeln!(
+            out,
+            "linearizable {}  agreement {}  progress {}{}",
+            ok(self.linearizable),
+            ok(Some(self.agreement)),
+            ok(Some(self.progress)),
+            self.assertion.as_ref().map(|a| format!("  ASSERTION: {a}")).unwrap_or_default()
+        );
+        if let Some(v) = self.violation() {
+            let _ = writeln!(out, "VIOLATION   {v}");
+        }
+        let _ = writeln!(
+            out,
+            "events {}  wall {:.2}s  {:.2}M events/s",
+            self.events,
+            self.wall_s,
+            self.events_per_wall_s / 1e6
+        );
+        out
+    }
+}

@@ -1,0 +1,855 @@
+//! The discrete-event engine: virtual time in ns, one event queue ordered by (time, sequence),
+//! nodes with clocks, CPU queues, timers and durable storage, a faulty network, and the
+//! workload clients that drive everything and record the history.
+
+use crate::clock::SimClock;
+use crate::config::SimConfig;
+use crate::faults::{Fault, RandomPlanScope};
+use crate::workload::Generator;
+use ordo_check::history::{EventKind, HistoryEvent, OpKind};
+use ordo_core::{
+    CommandResult, Effect, Node, NodeContext, NodeId, NodeSpec, NodeStats, Outbox, PersistMode, Protocol, Role,
+    Submission, Topology,
+};
+use rand::{RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use rand_distr::{Distribution, Exp};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, VecDeque};
+use std::sync::Arc;
+
+/// An input waiting for a node's CPU.
+pub(crate) enum Input<P: Protocol> {
+    Message { from: NodeId, message: P::Message, size: usize },
+    Timer(P::Timer),
+    Submit(Submission),
+}
+
+/// Something that happens at a point of simulated time.
+enum Event<P: Protocol> {
+    Arrive { to: NodeId, input: Input<P> },
+    TimerFire { node: NodeId, incarnation: u64, timer: P::Timer, generation: u64 },
+    Wake { node: NodeId, incarnation: u64 },
+    PersistDone { node: NodeId, incarnation: u64 },
+    ClientNext { client: usize },
+    ClientArrival { client: usize },
+    ClientTimeout { client: usize, op: u64 },
+    Fault(usize),
+    Heal(usize),
+    AgreementCheck,
+}
+
+/// A write issued but not yet durable.
+struct PendingWrite<P: Protocol> {
+    record: P::Durable,
+    mode: PersistMode,
+    ticket: u64,
+    done_ns: u64,
+}
+
+/// A send waiting for a durable write.
+struct HeldSend<P: Protocol> {
+    ticket: u64,
+    to: Vec<NodeId>,
+    message: P::Message,
+    size: usize,
+}
+
+/// Counters the driver keeps per node.
+#[derive(Default, Clone)]
+pub(crate) struct Traffic {
+    pub messages_sent: u64,
+    pub messages_received: u64,
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    pub busy_ns: u64,
+    pub queue_len_max: usize,
+    pub queue_drops: u64,
+    pub crashes: u64,
+}
+
+/// A node and everything the driver keeps about it.
+pub(crate) struct NodeSlot<P: Protocol> {
+    pub node: Option<Box<dyn Node<P>>>,
+    pub spec: NodeSpec,
+    incarnation: u64,
+    pub clock: SimClock,
+    timers: BTreeMap<P::Timer, u64>,
+    timer_generation: u64,
+    costed: bool,
+    busy_until: u64,
+    paused_until: u64,
+    wake_pending: bool,
+    inbox: VecDeque<Input<P>>,
+    durable: Vec<P::Durable>,
+    pending_writes: VecDeque<PendingWrite<P>>,
+    held: Vec<HeldSend<P>>,
+    next_ticket: u64,
+    durable_tickets: u64,
+    pub traffic: Traffic,
+    /// Counters of earlier incarnations, so a crash does not erase them.
+    pub stats_before: NodeStats,
+}
+
+impl<P: Protocol> NodeSlot<P> {
+    /// The node's counters over all its incarnations.
+    pub fn total_stats(&self) -> NodeStats {
+        let mut total = self.stats_before.clone();
+        if let Some(node) = &self.node {
+            total.absorb(node.stats());
+        }
+        total
+    }
+}
+
+/// An operation a workload client is waiting on.
+struct Outstanding {
+    op: u64,
+    kind: OpKind,
+    key: String,
+    value: Option<String>,
+    arrival_ns: u64,
+}
+
+/// A simulated application thread using one protocol client node.
+pub(crate) struct WorkloadClient {
+    pub node: NodeId,
+    pub site: usize,
+    /// The history's client id; replaced after an operation of unknown outcome.
+    process: u64,
+    outstanding: Option<Outstanding>,
+    backlog: VecDeque<u64>,
+    pub backlog_drops: u64,
+    pub last_ok_ns: u64,
+    pub latencies_ns: Vec<u64>,
+}
+
+/// Network fault state, changed by fault events.
+#[derive(Default)]
+struct NetworkFaults {
+    partitions: Vec<(usize, Vec<bool>)>,
+    loss: Vec<(usize, f64)>,
+    duplicate: Vec<(usize, f64)>,
+    reorder: Vec<(usize, f64, u64)>,
+}
+
+/// Run outcomes the report is built from.
+pub(crate) struct Outcome {
+    pub committed: u64,
+    pub failed: u64,
+    pub unknown: u64,
+    pub events: u64,
+    pub agreement_error: Option<String>,
+    pub fault_counts: BTreeMap<String, u64>,
+    pub network: crate::report::NetworkReport,
+}
+
+/// The whole simulated world of one run.
+pub(crate) struct World<P: Protocol> {
+    pub config: SimConfig,
+    protocol_config: P::Config,
+    pub topology: Arc<Topology>,
+    now: u64,
+    queue: BinaryHeap<Reverse<(u64, u64, u32)>>,
+    slab: Vec<Option<Event<P>>>,
+    free: Vec<u32>,
+    sequence: u64,
+    pub nodes: Vec<NodeSlot<P>>,
+    pub clients: Vec<WorkloadClient>,
+    generator: Generator,
+    network_rng: ChaCha8Rng,
+    workload_rng: ChaCha8Rng,
+    clock_rng: ChaCha8Rng,
+    jitter: Option<Exp<f64>>,
+    faults: Vec<Fault>,
+    network_faults: NetworkFaults,
+    outbox: Outbox<P>,
+    pub history: Vec<HistoryEvent>,
+    next_process: u64,
+    next_op: u64,
+    pub outcome: Outcome,
+}
+
+/// Derives independent random streams from one seed.
+fn stream(seed: u64, salt: u64) -> ChaCha8Rng {
+    ChaCha8Rng::seed_from_u64(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(salt))
+}
+
+fn build_topology<P: Protocol>(config: &SimConfig, protocol_config: &P::Config) -> Topology {
+    let sites = config.latency.sites.len();
+    let mut nodes = Vec::new();
+    let mut shards = Vec::new();
+    for shard in 0..config.shards {
+        let mut members = Vec::new();
+        for rank in 0..config.replicas {
+            let id = NodeId(nodes.len() as u32);
+            nodes.push(NodeSpec { id, role: Role::Replica, site: rank % sites, shard: Some(shard) });
+            members.push(id);
+        }
+        shards.push(members.into());
+    }
+    for (index, role) in P::extra_roles(config.replicas, protocol_config).into_iter().enumerate() {
+        nodes.push(NodeSpec { id: NodeId(nodes.len() as u32), role, site: index % sites, shard: None });
+    }
+    for client in 0..config.clients {
+        nodes.push(NodeSpec { id: NodeId(nodes.len() as u32), role: Role::Client, site: client % sites, shard: None });
+    }
+    Topology {
+        nodes,
+        shards,
+        f: config.f(),
+        sites: config.latency.sites.clone(),
+        site_delay_ns: config.latency.matrix_ns(),
+    }
+}
+
+fn new_state_machine() -> Box<dyn ordo_core::StateMachine> {
+    Box::new(ordo_core::KvStore::new())
+}
+
+impl<P: Protocol> World<P> {
+    /// Builds the world; fails on a configuration that cannot run.
+    pub fn new(config: SimConfig) -> Result<Self, String> {
+        config.validate()?;
+        let protocol_config: P::Config = toml::Value::Table(config.protocol.clone())
+            .try_into()
+            .map_err(|e| format!("[protocol] options for {}: {e}", P::NAME))?;
+        let topology = Arc::new(build_topology::<P>(&config, &protocol_config));
+        let jitter = (config.latency.jitter_mean_ns > 0)
+            .then(|| Exp::new(1.0 / config.latency.jitter_mean_ns as f64).expect("positive"));
+        let mut world = World {
+            generator: Generator::new(&config.workload),
+            network_rng: stream(config.seed, 1),
+            workload_rng: stream(config.seed, 2),
+            clock_rng: stream(config.seed, 3),
+            jitter,
+            protocol_config,
+            topology,
+            now: 0,
+            queue: BinaryHeap::new(),
+            slab: Vec::new(),
+            free: Vec::new(),
+            sequence: 0,
+            nodes: Vec::new(),
+            clients: Vec::new(),
+            faults: Vec::new(),
+            network_faults: NetworkFaults::default(),
+            outbox: Outbox::new(0),
+            history: Vec::new(),
+            next_process: config.clients as u64,
+            next_op: 0,
+            outcome: Outcome {
+                committed: 0,
+                failed: 0,
+                unknown: 0,
+                events: 0,
+                agreement_error: None,
+                fault_counts: BTreeMap::new(),
+                network: Default::default(),
+            },
+            config,
+        };
+        world.create_nodes();
+        world.plan_faults();
+        world.start_clients();
+        Ok(world)
+    }
+
+    fn node_context(&self, id: NodeId) -> NodeContext<P> {
+        NodeContext {
+            id,
+            topology: self.topology.clone(),
+            config: self.protocol_config.clone(),
+            seed: self
+                .config
+                .seed
+                .wrapping_mul(1_000_003)
+                .wrapping_add(u64::from(id.0) * 7919 + self.nodes.get(id.index()).map_or(0, |n| n.incarnation)),
+            new_state_machine,
+        }
+    }
+
+    fn create_nodes(&mut self) {
+        for spec in self.topology.nodes.clone() {
+            let costed = spec.role != Role::Client;
+            self.nodes.push(NodeSlot {
+                node: None,
+                clock: SimClock::new(&self.config.clock),
+                spec: spec.clone(),
+                incarnation: 0,
+                timers: BTreeMap::new(),
+                timer_generation: 0,
+                costed,
+                busy_until: 0,
+                paused_until: 0,
+                wake_pending: false,
+                inbox: VecDeque::new(),
+                durable: Vec::new(),
+                pending_writes: VecDeque::new(),
+                held: Vec::new(),
+                next_ticket: 0,
+                durable_tickets: 0,
+                traffic: Traffic::default(),
+                stats_before: NodeStats::default(),
+            });
+            if spec.role == Role::Client {
+                self.clients.push(WorkloadClient {
+                    node: spec.id,
+                    site: spec.site,
+                    process: self.clients.len() as u64,
+                    outstanding: None,
+                    backlog: VecDeque::new(),
+                    backlog_drops: 0,
+                    last_ok_ns: 0,
+                    latencies_ns: Vec::new(),
+                });
+            }
+        }
+        for index in 0..self.nodes.len() {
+            self.boot(NodeId(index as u32));
+        }
+    }
+
+    fn boot(&mut self, id: NodeId) {
+        let context = self.node_context(id);
+        let durable = self.nodes[id.index()].durable.clone();
+        let node = P::new_node(context, durable);
+        self.nodes[id.index()].node = Some(node);
+        self.nodes[id.index()].next_ticket = 0;
+        self.nodes[id.index()].durable_tickets = 0;
+        self.run_handler(id, None);
+    }
+
+    fn plan_faults(&mut self) {
+        let mut faults = self.config.faults.faults.clone();
+        if self.config.faults.random {
+            let shards: Vec<Vec<u32>> = self.topology.shards.iter().map(|s| s.iter().map(|n| n.0).collect()).collect();
+            let all_nodes: Vec<u32> = self.topology.nodes.iter().map(|n| n.id.0).collect();
+            let scope = RandomPlanScope {
+                shards: &shards,
+                all_nodes: &all_nodes,
+                f: self.config.f(),
+                duration_ns: self.config.duration_ns,
+            };
+            let mut rng = stream(self.config.seed, 4);
+            faults.extend(self.config.faults.draw_random(&mut rng, &scope));
+            // The durable-write latency is part of the world drawn from the seed, so that crashes
+            // land between a write and the sends that wait for it.
+            self.config.persist_ns = [0, 5_000, 50_000][rng.random_range(0..3)];
+        }
+        for (index, fault) in faults.iter().enumerate() {
+            *self.outcome.fault_counts.entry(fault.name().to_string()).or_default() += 1;
+            self.schedule(fault.at_ns(), Event::Fault(index));
+        }
+        self.faults = faults;
+        let checks = 10;
+        for i in 1..checks {
+            self.schedule(self.config.duration_ns * i / checks, Event::AgreementCheck);
+        }
+    }
+
+    fn start_clients(&mut self) {
+        for client in 0..self.clients.len() {
+            // Spread the clients' first operations over 100 µs so they do not all collide.
+            let start = self.workload_rng.random_range(0..100_000);
+            let event = if self.config.workload.rate_per_client.is_some() {
+                Event::ClientArrival { client }
+            } else {
+                Event::ClientNext { client }
+            };
+            self.schedule(start, event);
+        }
+    }
+
+    fn schedule(&mut self, time: u64, event: Event<P>) {
+        let slot = match self.free.pop() {
+            Some(slot) => {
+                self.slab[slot as usize] = Some(event);
+                slot
+            }
+            None => {
+                self.slab.push(Some(event));
+                (self.slab.len() - 1) as u32
+            }
+        };
+        self.sequence += 1;
+        self.queue.push(Reverse((time, self.sequence, slot)));
+    }
+
+    /// Runs until the end of the simulated duration.
+    pub fn run(&mut self) {
+        let end = self.config.duration_ns;
+        while let Some(&Reverse((time, _, slot))) = self.queue.peek() {
+            if time > end {
+                break;
+            }
+            self.queue.pop();
+            let event = self.slab[slot as usize].take().expect("scheduled event present");
+            self.free.push(slot);
+            debug_assert!(time >= self.now, "time goes forward");
+            self.now = time;
+            self.outcome.events += 1;
+            self.handle(event);
+        }
+        self.now = end;
+        self.check_agreement();
+    }
+
+    fn handle(&mut self, event: Event<P>) {
+        match event {
+            Event::Arrive { to, input } => self.on_arrive(to, input),
+            Event::TimerFire { node, incarnation, timer, generation } => {
+                let slot = &mut self.nodes[node.index()];
+                if slot.incarnation == incarnation && slot.timers.get(&timer) == Some(&generation) {
+                    slot.timers.remove(&timer);
+                    self.on_arrive(node, Input::Timer(timer));
+                }
+            }
+            Event::Wake { node, incarnation } => self.on_wake(node, incarnation),
+            Event::PersistDone { node, incarnation } => self.on_persist_done(node, incarnation),
+            Event::ClientNext { client } => self.submit_next(client),
+            Event::ClientArrival { client } => self.on_client_arrival(client),
+            Event::ClientTimeout { client, op } => self.on_client_timeout(client, op),
+            Event::Fault(index) => self.start_fault(index),
+            Event::Heal(index) => self.heal_fault(index),
+            Event::AgreementCheck => self.check_agreement(),
+        }
+    }
+
+    // ---- nodes and their CPU -------------------------------------------------------------
+
+    fn on_arrive(&mut self, to: NodeId, input: Input<P>) {
+        let now = self.now;
+        let queue_max = self.config.cpu.queue_max;
+        let slot = &mut self.nodes[to.index()];
+        if slot.node.is_none() {
+            self.outcome.network.dropped_down += 1;
+            return;
+        }
+        let busy = slot.costed && (slot.busy_until > now || slot.paused_until > now || !slot.inbox.is_empty());
+        if !busy {
+            self.process(to, input);
+            return;
+        }
+        if slot.inbox.len() >= queue_max {
+            slot.traffic.queue_drops += 1;
+            return;
+        }
+        slot.inbox.push_back(input);
+        slot.traffic.queue_len_max = slot.traffic.queue_len_max.max(slot.inbox.len());
+        if !slot.wake_pending {
+            slot.wake_pending = true;
+            let at = slot.busy_until.max(slot.paused_until).max(now);
+            let incarnation = slot.incarnation;
+            self.schedule(at, Event::Wake { node: to, incarnation });
+        }
+    }
+
+    fn on_wake(&mut self, id: NodeId, incarnation: u64) {
+        let now = self.now;
+        let slot = &mut self.nodes[id.index()];
+        if slot.incarnation != incarnation {
+            return;
+        }
+        slot.wake_pending = false;
+        if slot.paused_until > now || slot.busy_until > now {
+            slot.wake_pending = true;
+            let at = slot.busy_until.max(slot.paused_until);
+            self.schedule(at, Event::Wake { node: id, incarnation });
+            return;
+        }
+        if let Some(input) = slot.inbox.pop_front() {
+            self.process(id, input);
+        }
+    }
+
+    /// Hands one input to the node now and carries out its effects.
+    fn process(&mut self, id: NodeId, input: Input<P>) {
+        let slot = &mut self.nodes[id.index()];
+        let cpu = &self.config.cpu;
+        let mut cost = if slot.costed { cpu.per_event_ns } else { 0 };
+        if let Input::Message { size, .. } = &input {
+            slot.traffic.messages_received += 1;
+            slot.traffic.bytes_received += *size as u64;
+            if slot.costed {
+                cost += cpu.per_message_ns + (*size as f64 * cpu.per_byte_ns) as u64;
+            }
+        }
+        self.run_handler(id, Some((input, cost)));
+    }
+
+    /// Calls the node (its start handler when `input` is None) and carries out the effects.
+    fn run_handler(&mut self, id: NodeId, input: Option<(Input<P>, u64)>) {
+        let now = self.now;
+        let slot = &mut self.nodes[id.index()];
+        let reading = slot.clock.read(now, &mut self.clock_rng);
+        let node = slot.node.as_mut().expect("handler runs on a live node");
+        self.outbox.set_next_ticket(slot.next_ticket);
+        let mut cost = 0;
+        match input {
+            None => node.on_start(reading, &mut self.outbox),
+            Some((input, input_cost)) => {
+                cost = input_cost;
+                match input {
+                    Input::Message { from, message, .. } => node.on_message(reading, from, message, &mut self.outbox),
+                    Input::Timer(timer) => node.on_timer(reading, timer, &mut self.outbox),
+                    Input::Submit(submission) => node.on_submit(reading, submission, &mut self.outbox),
+                }
+            }
+        }
+        if self.config.check_invariants {
+            node.check_invariants();
+        }
+        slot.next_ticket = self.outbox.next_ticket();
+        let mut effects = std::mem::take(&mut self.outbox);
+        for effect in effects.drain() {
+            cost = self.apply_effect(id, effect, cost);
+        }
+        self.outbox = effects;
+        let slot = &mut self.nodes[id.index()];
+        if slot.costed {
+            slot.busy_until = now + cost;
+            slot.traffic.busy_ns += cost;
+            if !slot.inbox.is_empty() && !slot.wake_pending {
+                slot.wake_pending = true;
+                let (at, incarnation) = (slot.busy_until.max(slot.paused_until), slot.incarnation);
+                self.schedule(at, Event::Wake { node: id, incarnation });
+            }
+        }
+    }
+
+    fn message_cost(&self, id: NodeId, size: usize) -> u64 {
+        if !self.nodes[id.index()].costed {
+            return 0;
+        }
+        self.config.cpu.per_message_ns + (size as f64 * self.config.cpu.per_byte_ns) as u64
+    }
+
+    /// Carries out one effect; returns the CPU time used so far in this step.
+    fn apply_effect(&mut self, id: NodeId, effect: Effect<P>, mut cost: u64) -> u64 {
+        match effect {
+            Effect::Send { to, message, after } => {
+                let size = postcard::experimental::serialized_size(&message).expect("messages serialize");
+                cost += self.message_cost(id, size);
+                if let Some(ticket) = after.filter(|t| t.0 >= self.nodes[id.index()].durable_tickets) {
+                    self.nodes[id.index()].held.push(HeldSend { ticket: ticket.0, to: vec![to], message, size });
+                } else {
+                    self.transmit(id, to, message, size, self.now + cost);
+                }
+            }
+            Effect::Multicast { to, message, after } => {
+                let size = postcard::experimental::serialized_size(&message).expect("messages serialize");
+                let targets: Vec<NodeId> = to.iter().copied().filter(|&t| t != id).collect();
+                cost += self.message_cost(id, size) * targets.len() as u64;
+                if let Some(ticket) = after.filter(|t| t.0 >= self.nodes[id.index()].durable_tickets) {
+                    self.nodes[id.index()].held.push(HeldSend { ticket: ticket.0, to: targets, message, size });
+                } else {
+                    for target in targets {
+                        self.transmit(id, target, message.clone(), size, self.now + cost);
+                    }
+                }
+            }
+            Effect::Complete { op, result } => self.on_complete(id, op, result),
+            Effect::SetTimer { timer, after_ns } => {
+                let slot = &mut self.nodes[id.index()];
+                slot.timer_generation += 1;
+                let generation = slot.timer_generation;
+                slot.timers.insert(timer.clone(), generation);
+                let at = self.now + slot.clock.true_duration_ns(after_ns).max(1);
+                let incarnation = slot.incarnation;
+                self.schedule(at, Event::TimerFire { node: id, incarnation, timer, generation });
+            }
+            Effect::CancelTimer { timer } => {
+                self.nodes[id.index()].timers.remove(&timer);
+            }
+            Effect::Persist { record, mode, ticket } => self.persist(id, record, mode, ticket.0, cost),
+        }
+        cost
+    }
+
+    fn persist(&mut self, id: NodeId, record: P::Durable, mode: PersistMode, ticket: u64, cost: u64) {
+        let persist_ns = self.config.persist_ns;
+        let slot = &mut self.nodes[id.index()];
+        assert_eq!(ticket, slot.durable_tickets + slot.pending_writes.len() as u64, "tickets are issued in order");
+        if persist_ns == 0 && slot.pending_writes.is_empty() {
+            store(&mut slot.durable, record, mode);
+            slot.durable_tickets += 1;
+            return;
+        }
+        let start = slot.pending_writes.back().map_or(self.now + cost, |w| w.done_ns.max(self.now + cost));
+        let done_ns = start + persist_ns;
+        slot.pending_writes.push_back(PendingWrite { record, mode, ticket, done_ns });
+        let incarnation = slot.incarnation;
+        self.schedule(done_ns, Event::PersistDone { node: id, incarnation });
+    }
+
+    fn on_persist_done(&mut self, id: NodeId, incarnation: u64) {
+        let now = self.now;
+        let slot = &mut self.nodes[id.index()];
+        if slot.incarnation != incarnation {
+            return;
+        }
+        while slot.pending_writes.front().is_some_and(|w| w.done_ns <= now) {
+            let write = slot.pending_writes.pop_front().expect("front exists");
+            debug_assert_eq!(write.ticket, slot.durable_tickets);
+            store(&mut slot.durable, write.record, write.mode);
+            slot.durable_tickets += 1;
+        }
+        let durable = slot.durable_tickets;
+        let (ready, waiting): (Vec<_>, Vec<_>) =
+            std::mem::take(&mut slot.held).into_iter().partition(|h| h.ticket < durable);
+        slot.held = waiting;
+        for held in ready {
+            for target in held.to {
+                self.transmit(id, target, held.message.clone(), held.size, now);
+            }
+        }
+    }
+
+    // ---- the network ---------------------------------------------------------------------
+
+    fn transmit(&mut self, from: NodeId, to: NodeId, message: P::Message, size: usize, depart_ns: u64) {
+        let sender = &mut self.nodes[from.index()].traffic;
+        sender.messages_sent += 1;
+        sender.bytes_sent += size as u64;
+        self.outcome.network.sent += 1;
+        if from == to {
+            self.schedule(depart_ns, Event::Arrive { to, input: Input::Message { from, message, size } });
+            return;
+        }
+        if self.network_faults.partitions.iter().any(|(_, side)| side[from.index()] != side[to.index()]) {
+            self.outcome.network.dropped_partition += 1;
+            return;
+        }
+        let loss: f64 = self.network_faults.loss.iter().map(|(_, p)| *p).fold(0.0, f64::max);
+        if loss > 0.0 && self.network_rng.random_bool(loss) {
+            self.outcome.network.dropped_loss += 1;
+            return;
+        }
+        let duplicate: f64 = self.network_faults.duplicate.iter().map(|(_, p)| *p).fold(0.0, f64::max);
+        if duplicate > 0.0 && self.network_rng.random_bool(duplicate) {
+            self.outcome.network.duplicated += 1;
+            let delay = self.delay_ns(from, to);
+            self.schedule(
+                depart_ns + delay,
+                Event::Arrive { to, input: Input::Message { from, message: message.clone(), size } },
+            );
+        }
+        let delay = self.delay_ns(from, to);
+        self.schedule(depart_ns + delay, Event::Arrive { to, input: Input::Message { from, message, size } });
+    }
+
+    fn delay_ns(&mut self, from: NodeId, to: NodeId) -> u64 {
+        let base = self.config.latency.base_ns(self.nodes[from.index()].spec.site, self.nodes[to.index()].spec.site);
+        let jitter = self.jitter.as_ref().map_or(0.0, |j| j.sample(&mut self.network_rng)) as u64;
+        let mut extra = 0;
+        for &(_, probability, delay_max_ns) in &self.network_faults.reorder {
+            if self.network_rng.random_bool(probability) {
+                extra = extra.max(self.network_rng.random_range(0..delay_max_ns));
+            }
+        }
+        base + jitter + extra
+    }
+
+    // ---- faults --------------------------------------------------------------------------
+
+    fn start_fault(&mut self, index: usize) {
+        let node_count = self.nodes.len();
+        match self.faults[index].clone() {
+            Fault::Crash { node, restart_ns, .. } => {
+                self.crash(NodeId(node));
+                if let Some(at) = restart_ns {
+                    self.schedule(at.max(self.now), Event::Heal(index));
+                }
+            }
+            Fault::Pause { node, until_ns, .. } => {
+                if let Some(slot) = self.nodes.get_mut(node as usize) {
+                    slot.paused_until = slot.paused_until.max(until_ns);
+                }
+            }
+            Fault::Partition { side, until_ns, .. } => {
+                let mut mask = vec![false; node_count];
+                side.iter().filter(|&&n| (n as usize) < node_count).for_each(|&n| mask[n as usize] = true);
+                self.network_faults.partitions.push((index, mask));
+                self.schedule(until_ns, Event::Heal(index));
+            }
+            Fault::Loss { probability, until_ns, .. } => {
+                self.network_faults.loss.push((index, probability.clamp(0.0, 1.0)));
+                self.schedule(until_ns, Event::Heal(index));
+            }
+            Fault::Duplicate { probability, until_ns, .. } => {
+                self.network_faults.duplicate.push((index, probability.clamp(0.0, 1.0)));
+                self.schedule(until_ns, Event::Heal(index));
+            }
+            Fault::Reorder { probability, delay_max_ns, until_ns, .. } => {
+                self.network_faults.reorder.push((index, probability.clamp(0.0, 1.0), delay_max_ns.max(1)));
+                self.schedule(until_ns, Event::Heal(index));
+            }
+            Fault::ClockJump { node, delta_ns, .. } => {
+                if let Some(slot) = self.nodes.get_mut(node as usize) {
+                    slot.clock.jump(delta_ns);
+                }
+            }
+            Fault::ClockDrift { node, drift_ppm, .. } => {
+                let now = self.now;
+                if let Some(slot) = self.nodes.get_mut(node as usize) {
+                    slot.clock.set_drift(now, drift_ppm);
+                }
+            }
+        }
+    }
+
+    fn heal_fault(&mut self, index: usize) {
+        if let Fault::Crash { node, .. } = self.faults[index] {
+            let id = NodeId(node);
+            if self.nodes.get(id.index()).is_some_and(|slot| slot.node.is_none()) {
+                self.boot(id);
+            }
+            return;
+        }
+        let faults = &mut self.network_faults;
+        faults.partitions.retain(|(i, _)| *i != index);
+        faults.loss.retain(|(i, _)| *i != index);
+        faults.duplicate.retain(|(i, _)| *i != index);
+        faults.reorder.retain(|(i, _, _)| *i != index);
+    }
+
+    fn crash(&mut self, id: NodeId) {
+        let Some(slot) = self.nodes.get_mut(id.index()) else { return };
+        let Some(node) = slot.node.take() else { return };
+        slot.stats_before.absorb(node.stats());
+        slot.traffic.crashes += 1;
+        slot.incarnation += 1;
+        slot.timers.clear();
+        slot.inbox.clear();
+        slot.pending_writes.clear();
+        slot.held.clear();
+        slot.wake_pending = false;
+        slot.busy_until = 0;
+        slot.paused_until = 0;
+    }
+
+    // ---- workload clients ----------------------------------------------------------------
+
+    fn submit_next(&mut self, client: usize) {
+        if self.clients[client].outstanding.is_some() || self.now >= self.config.duration_ns {
+            return;
+        }
+        let arrival_ns = match self.config.workload.rate_per_client {
+            Some(_) => match self.clients[client].backlog.pop_front() {
+                Some(arrival) => arrival,
+                None => return,
+            },
+            None => self.now,
+        };
+        let op = self.next_op;
+        self.next_op += 1;
+        let generated = self.generator.next(&mut self.workload_rng, client, op);
+        let state = &mut self.clients[client];
+        self.history.push(HistoryEvent {
+            client: state.process,
+            kind: EventKind::Invoke,
+            time_ns: self.now,
+            op: generated.kind,
+            key: generated.key.clone(),
+            value: generated.value.clone(),
+        });
+        state.outstanding =
+            Some(Outstanding { op, kind: generated.kind, key: generated.key, value: generated.value, arrival_ns });
+        let node = state.node;
+        self.schedule(self.now + self.config.workload.op_timeout_ns, Event::ClientTimeout { client, op });
+        self.on_arrive(node, Input::Submit(Submission { op, command: generated.command }));
+    }
+
+    fn on_client_arrival(&mut self, client: usize) {
+        let rate = self.config.workload.rate_per_client.expect("open loop");
+        if self.now >= self.config.duration_ns {
+            return;
+        }
+        let state = &mut self.clients[client];
+        if state.backlog.len() >= self.config.workload.backlog_max {
+            state.backlog_drops += 1;
+        } else {
+            state.backlog.push_back(self.now);
+        }
+        let gap = Exp::new(rate).expect("positive rate").sample(&mut self.workload_rng);
+        self.schedule(self.now + (gap * 1e9) as u64, Event::ClientArrival { client });
+        self.submit_next(client);
+    }
+
+    fn on_complete(&mut self, node: NodeId, op: u64, result: CommandResult) {
+        let Some(client) = self.clients.iter().position(|c| c.node == node) else {
+            panic!("{node} completed an operation but is not a client");
+        };
+        let state = &mut self.clients[client];
+        let Some(outstanding) = state.outstanding.take_if(|o| o.op == op) else {
+            return; // a late completion of an operation the client already gave up on
+        };
+        let (kind, value) = match (&result, outstanding.kind) {
+            (CommandResult::Error(_), _) => (EventKind::Fail, outstanding.value),
+            (CommandResult::Value(v), OpKind::Read) => (EventKind::Ok, Some(String::from_utf8_lossy(v).into_owned())),
+            (_, OpKind::Read) => (EventKind::Ok, None),
+            (_, _) => (EventKind::Ok, outstanding.value),
+        };
+        if kind == EventKind::Ok {
+            self.outcome.committed += 1;
+            state.last_ok_ns = self.now;
+            state.latencies_ns.push(self.now - outstanding.arrival_ns);
+        } else {
+            self.outcome.failed += 1;
+        }
+        self.history.push(HistoryEvent {
+            client: state.process,
+            kind,
+            time_ns: self.now,
+            op: outstanding.kind,
+            key: outstanding.key,
+            value,
+        });
+        self.schedule(self.now, Event::ClientNext { client });
+    }
+
+    fn on_client_timeout(&mut self, client: usize, op: u64) {
+        let state = &mut self.clients[client];
+        let Some(outstanding) = state.outstanding.take_if(|o| o.op == op) else { return };
+        self.outcome.unknown += 1;
+        self.history.push(HistoryEvent {
+            client: state.process,
+            kind: EventKind::Info,
+            time_ns: self.now,
+            op: outstanding.kind,
+            key: outstanding.key,
+            value: outstanding.value,
+        });
+        // After an unknown outcome the history never reuses the client id.
+        state.process = self.next_process;
+        self.next_process += 1;
+        self.schedule(self.now, Event::ClientNext { client });
+    }
+
+    // ---- checks --------------------------------------------------------------------------
+
+    fn check_agreement(&mut self) {
+        if self.outcome.agreement_error.is_some() {
+            return;
+        }
+        let digests: Vec<(NodeId, Vec<ordo_core::KeyDigest>)> = self
+            .nodes
+            .iter()
+            .filter_map(|slot| {
+                let machine = slot.node.as_ref()?.state_machine()?;
+                Some((slot.spec.id, machine.key_digests()))
+            })
+            .collect();
+        if let Err(violation) = ordo_check::agreement::check_agreement(&digests) {
+            self.outcome.agreement_error = Some(format!("at {:.3}s: {violation}", self.now as f64 / 1e9));
+        }
+    }
+}
+
+fn store<D>(durable: &mut Vec<D>, record: D, mode: PersistMode) {
+    if mode == PersistMode::Replace {
+        durable.clear();
+    }
+    durable.push(record);
+}
