@@ -318,6 +318,13 @@ pub trait Protocol: Sized + 'static {
         false
     }
 
+    /// Protocol events (names counted with `NodeStats::count`) that a fuzz campaign with faults
+    /// must reach, such as `view_change` or `state_transfer`: a campaign that never reaches
+    /// them did not test them, and fails.
+    fn coverage_goals() -> &'static [&'static str] {
+        &[]
+    }
+
     /// Builds a node, fresh (`durable` empty) or restarted with what it had persisted.
     fn new_node(context: NodeContext<Self>, durable: Vec<Self::Durable>) -> Box<dyn Node<Self>>;
 }

@@ -2,7 +2,9 @@
 //! the upper bound that replicated protocols are measured against.
 //!
 //! Roles: [`server::Server`] (the single replica), [`client::Client`]. The client retries on a
-//! timeout; the server's client table makes retries execute at most once.
+//! timeout; the server's client table makes retries execute at most once. The server logs every
+//! command durably before it replies (like Redis with `appendfsync always`), so a crash and
+//! restart loses nothing acknowledged; every `snapshot_interval` commands the log is compacted.
 
 pub mod client;
 pub mod messages;
@@ -20,11 +22,13 @@ pub struct Unreplicated;
 pub struct Config {
     /// How long a client waits for a reply before sending its request again.
     pub client_retry_ns: u64,
+    /// Commands between two snapshots that compact the durable log.
+    pub snapshot_interval: u64,
 }
 
 impl Default for Config {
     fn default() -> Self {
-        Config { client_retry_ns: 20_000_000 }
+        Config { client_retry_ns: 20_000_000, snapshot_interval: 10_000 }
     }
 }
 
@@ -40,13 +44,13 @@ impl Protocol for Unreplicated {
     const SUMMARY: &'static str = "one server, no replication: the upper bound on throughput and latency";
     type Message = messages::Message;
     type Timer = Timer;
-    type Durable = ();
+    type Durable = server::Durable;
     type Config = Config;
 
-    fn new_node(context: NodeContext<Self>, _durable: Vec<()>) -> Box<dyn Node<Self>> {
+    fn new_node(context: NodeContext<Self>, durable: Vec<server::Durable>) -> Box<dyn Node<Self>> {
         match context.role() {
             Role::Client => Box::new(client::Client::new(context)),
-            _ => Box::new(server::Server::new(context)),
+            _ => Box::new(server::Server::restore(context, durable)),
         }
     }
 }

@@ -1,0 +1,287 @@
+//! `ordo sim`: one simulated run, or a search over seeds that stops at the first violation.
+
+use crate::parse;
+use clap::Args;
+use ordo_core::Protocol;
+use ordo_protocols::{ProtocolVisitor, with_protocol};
+use ordo_sim::{CpuCost, FaultPlan, LatencyModel, SimConfig, SimReport, WorkloadSpec};
+use std::process::ExitCode;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+/// Options of `ordo sim`.
+#[derive(Args, Debug)]
+pub struct SimArgs {
+    /// Protocol name (see `ordo protocols`).
+    #[arg(long)]
+    protocol: String,
+    /// A run file (TOML, the fields of a simulation config); the options below override it.
+    #[arg(long)]
+    config: Option<std::path::PathBuf>,
+    /// Replicas per shard.
+    #[arg(long)]
+    replicas: Option<usize>,
+    /// Failures tolerated per shard (default (replicas-1)/2).
+    #[arg(long)]
+    f: Option<usize>,
+    /// Shards (protocols with partial replication).
+    #[arg(long)]
+    shards: Option<usize>,
+    /// Client nodes.
+    #[arg(long)]
+    clients: Option<usize>,
+    /// Simulated time: 10s, 500ms... (default 10s; 2s in a seed search).
+    #[arg(long, value_parser = parse::duration_ns)]
+    duration: Option<u64>,
+    /// The seed of one run.
+    #[arg(long, conflicts_with = "seeds")]
+    seed: Option<u64>,
+    /// A seed search: `1..300` runs seeds 1 to 300 and stops at the first violation.
+    #[arg(long, value_parser = parse::seed_range)]
+    seeds: Option<std::ops::RangeInclusive<u64>>,
+    /// none, random, or a fault-plan TOML file.
+    #[arg(long, default_value = "none")]
+    faults: String,
+    /// lan, or a latency-matrix TOML file (examples/latency/).
+    #[arg(long, default_value = "lan")]
+    latency: String,
+    /// history (default), uniform:N, ycsb-a, ycsb-b, ycsb-c, conflict:RATE.
+    #[arg(long)]
+    workload: Option<String>,
+    /// Open-loop Poisson arrivals per client per second (closed loop when absent).
+    #[arg(long)]
+    rate: Option<f64>,
+    /// CPU cost model: default, or free (no CPU model).
+    #[arg(long, default_value = "default")]
+    cpu: String,
+    /// Clock error bound every clock claims, e.g. 10us.
+    #[arg(long, value_parser = parse::duration_ns)]
+    clock_error: Option<u64>,
+    /// Protocol option key=value (repeatable), e.g. --set batch_max=16.
+    #[arg(long = "set", value_parser = parse::protocol_option)]
+    protocol_options: Vec<(String, toml::Value)>,
+    /// Write the client history (JSON lines) to this file.
+    #[arg(long)]
+    history: Option<std::path::PathBuf>,
+    /// Print one JSON object instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Worker threads of a seed search (default: the number of cores).
+    #[arg(long)]
+    jobs: Option<usize>,
+    /// Skip the linearizability check (large benchmark runs).
+    #[arg(long)]
+    no_check: bool,
+}
+
+struct RunOne(SimConfig);
+
+impl ProtocolVisitor for RunOne {
+    type Output = Result<ordo_sim::SimRun, String>;
+    fn visit<P: Protocol>(self) -> Self::Output {
+        ordo_sim::run::<P>(self.0)
+    }
+}
+
+fn fail(message: impl std::fmt::Display) -> ExitCode {
+    eprintln!("ordo sim: {message}");
+    ExitCode::from(2)
+}
+
+fn build_config(args: &SimArgs, seeds_mode: bool) -> Result<SimConfig, String> {
+    let mut config = match &args.config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?
+        }
+        None => SimConfig::default(),
+    };
+    if seeds_mode && args.duration.is_none() && args.config.is_none() {
+        config.duration_ns = 2_000_000_000;
+    }
+    config.replicas = args.replicas.unwrap_or(config.replicas);
+    config.f = args.f.or(config.f);
+    config.shards = args.shards.unwrap_or(config.shards);
+    config.clients = args.clients.unwrap_or(config.clients);
+    config.duration_ns = args.duration.unwrap_or(config.duration_ns);
+    config.seed = args.seed.unwrap_or(config.seed);
+    if let Some(name) = &args.workload {
+        config.workload =
+            WorkloadSpec { op_timeout_ns: config.workload.op_timeout_ns, ..WorkloadSpec::from_name(name)? };
+    }
+    if let Some(rate) = args.rate {
+        config.workload.rate_per_client = Some(rate);
+    }
+    config.faults = match args.faults.as_str() {
+        "none" => config.faults,
+        "random" => FaultPlan { random: true, ..config.faults },
+        path => {
+            let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read fault plan {path}: {e}"))?;
+            toml::from_str(&text).map_err(|e| format!("fault plan {path}: {e}"))?
+        }
+    };
+    if args.latency != "lan" {
+        let text = std::fs::read_to_string(&args.latency)
+            .map_err(|e| format!("cannot read latency file {}: {e}", args.latency))?;
+        config.latency = LatencyModel::from_toml(&text)?;
+        // Wide-area runs need more patience before a client gives up on an operation.
+        config.workload.op_timeout_ns = config.workload.op_timeout_ns.max(10_000_000_000);
+    }
+    config.cpu = match args.cpu.as_str() {
+        "default" => config.cpu,
+        "free" => CpuCost::free(),
+        other => return Err(format!("--cpu {other}: use default or free")),
+    };
+    if let Some(bound) = args.clock_error {
+        config.clock.error_bound_ns = bound;
+    }
+    for (key, value) in &args.protocol_options {
+        config.protocol.insert(key.clone(), value.clone());
+    }
+    if args.no_check {
+        config.check_linearizability = false;
+    }
+    config.validate()?;
+    Ok(config)
+}
+
+/// Runs `ordo sim`.
+pub fn run(args: SimArgs) -> ExitCode {
+    if ordo_protocols::protocols().iter().all(|p| p.name != args.protocol) {
+        return fail(ordo_protocols::UnknownProtocol(args.protocol.clone()));
+    }
+    let config = match build_config(&args, args.seeds.is_some()) {
+        Ok(config) => config,
+        Err(error) => return fail(error),
+    };
+    match args.seeds.clone() {
+        Some(seeds) => search(&args, config, seeds),
+        None => run_single(&args, config),
+    }
+}
+
+fn simulate(protocol: &str, config: SimConfig) -> Result<ordo_sim::SimRun, String> {
+    with_protocol(protocol, RunOne(config)).map_err(|e| e.to_string())?
+}
+
+fn run_single(args: &SimArgs, config: SimConfig) -> ExitCode {
+    let run = match simulate(&args.protocol, config) {
+        Ok(run) => run,
+        Err(error) => return fail(error),
+    };
+    if let Some(path) = &args.history {
+        let written = std::fs::File::create(path).and_then(|file| {
+            let mut writer = std::io::BufWriter::new(file);
+            ordo_check::history::write_history(&run.history, &mut writer)
+        });
+        if let Err(error) = written {
+            return fail(format!("cannot write history {}: {error}", path.display()));
+        }
+    }
+    if args.json {
+        println!("{}", serde_json::to_string(&run.report).expect("reports serialize"));
+    } else {
+        print!("{}", run.report.table());
+    }
+    match run.report.violation() {
+        Some(_) => ExitCode::from(1),
+        None => ExitCode::SUCCESS,
+    }
+}
+
+/// The command line that replays one seed: the user's arguments with `--seeds` replaced.
+fn replay_command(seed: u64) -> String {
+    let mut words = vec!["ordo".to_string()];
+    let mut arguments = std::env::args().skip(1);
+    while let Some(word) = arguments.next() {
+        if word == "--seeds" {
+            arguments.next();
+            words.push(format!("--seed {seed}"));
+        } else if word.starts_with("--seeds=") {
+            words.push(format!("--seed {seed}"));
+        } else if word == "--jobs" {
+            arguments.next();
+        } else {
+            words.push(word);
+        }
+    }
+    words.join(" ")
+}
+
+fn one_line(report: &SimReport) -> String {
+    let faults: u64 = report.faults.values().sum();
+    format!(
+        "seed {:>5}  committed {:>7}  unknown {:>4}  faults {:>3}  p50 {:>7.3} ms  {:>5.2}M ev/s  {}",
+        report.seed,
+        report.committed,
+        report.unknown,
+        faults,
+        report.latency_ms.p50,
+        report.events_per_wall_s / 1e6,
+        report.violation().map_or_else(|| "ok".to_string(), |v| v.to_string())
+    )
+}
+
+fn search(args: &SimArgs, config: SimConfig, seeds: std::ops::RangeInclusive<u64>) -> ExitCode {
+    let jobs = args.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())).max(1);
+    let next = AtomicU64::new(*seeds.start());
+    let stop = AtomicBool::new(false);
+    let failures: Mutex<Vec<(u64, String)>> = Mutex::new(Vec::new());
+    let setup_error: Mutex<Option<String>> = Mutex::new(None);
+    let passed = AtomicU64::new(0);
+    std::thread::scope(|scope| {
+        for _ in 0..jobs {
+            scope.spawn(|| {
+                while !stop.load(Ordering::SeqCst) {
+                    let seed = next.fetch_add(1, Ordering::SeqCst);
+                    if seed > *seeds.end() {
+                        break;
+                    }
+                    let run = simulate(&args.protocol, SimConfig { seed, ..config.clone() });
+                    match run {
+                        Err(error) => {
+                            *setup_error.lock().expect("lock") = Some(error);
+                            stop.store(true, Ordering::SeqCst);
+                        }
+                        Ok(run) => {
+                            println!("{}", one_line(&run.report));
+                            match run.report.violation() {
+                                Some(violation) => {
+                                    failures.lock().expect("lock").push((seed, violation.to_string()));
+                                    stop.store(true, Ordering::SeqCst);
+                                }
+                                None => {
+                                    passed.fetch_add(1, Ordering::SeqCst);
+                                }
+                            }
+                        }
+                    }
+                }
+            });
+        }
+    });
+    if let Some(error) = setup_error.into_inner().expect("lock") {
+        return fail(error);
+    }
+    let mut failures = failures.into_inner().expect("lock");
+    failures.sort();
+    let passed = passed.into_inner();
+    match failures.first() {
+        None => {
+            println!(
+                "{passed} seeds passed, 0 failed: {} with faults={} ({} replicas, {} clients, {:.1}s each)",
+                args.protocol,
+                args.faults,
+                config.replicas,
+                config.clients,
+                config.duration_ns as f64 / 1e9
+            );
+            ExitCode::SUCCESS
+        }
+        Some((seed, violation)) => {
+            println!("{passed} seeds passed, 1 failed: seed {seed}: {violation}");
+            println!("reproduce with: {}", replay_command(*seed));
+            ExitCode::from(1)
+        }
+    }
+}
