@@ -47,6 +47,8 @@ impl std::error::Error for UnknownProtocol {}
 macro_rules! registry {
     ($($(#[$attr:meta])* $protocol:ty => canary: $canary:expr),* $(,)?) => {
         /// Every registered protocol, in listing order.
+        // One push per entry, because entries may carry `#[cfg]` attributes a `vec![]` cannot.
+        #[allow(clippy::vec_init_then_push)]
         pub fn protocols() -> Vec<ProtocolInfo> {
             let mut all = Vec::new();
             $($(#[$attr])* all.push(ProtocolInfo {
@@ -69,5 +71,9 @@ macro_rules! registry {
 
 registry! {
     unreplicated::Unreplicated => canary: false,
-    // (multi-paxos lines are added when its folder lands)
+    multipaxos::MultiPaxos => canary: false,
+    #[cfg(feature = "canary")]
+    multipaxos::MultiPaxosEarlyReply => canary: true,
+    #[cfg(feature = "canary")]
+    multipaxos::MultiPaxosLossyViewChange => canary: true,
 }

@@ -36,7 +36,8 @@ fn main() {
                 ..SimConfig::default()
             };
             let report = with_protocol(protocol, Run(config)).expect("registered");
-            let busiest = report.nodes.iter().max_by(|a, b| a.cpu_utilisation.total_cmp(&b.cpu_utilisation)).expect("nodes");
+            let busiest =
+                report.nodes.iter().max_by(|a, b| a.cpu_utilisation.total_cmp(&b.cpu_utilisation)).expect("nodes");
             println!(
                 "{:<14} {:>8} {:>9} {:>12.0} {:>8.3} {:>8.3} {:>12} {:>12.2} {:>10.1}",
                 protocol,

@@ -16,7 +16,10 @@ impl ProtocolVisitor for Run {
 }
 
 fn main() {
-    println!("{:<16} {:<7} {:>12} {:>10} {:>8} {:>14}", "protocol", "faults", "events", "committed", "wall s", "events/wall s");
+    println!(
+        "{:<16} {:<7} {:>12} {:>10} {:>8} {:>14}",
+        "protocol", "faults", "events", "committed", "wall s", "events/wall s"
+    );
     for info in protocols().iter().filter(|p| !p.canary) {
         for faults in [false, true] {
             let config = SimConfig {

@@ -1,1 +1,258 @@
-//! Multi-Paxos in its Viewstamped-Replication form (being written).
+//! Multi-Paxos in its Viewstamped-Replication form (Liskov & Cowling, "Viewstamped Replication
+//! Revisited", 2012), with disk persistence, batching, log truncation by snapshots and state
+//! transfer.
+//!
+//! # Glossary
+//!
+//! - **view**: a numbered period with one leader, `replicas[view % n]`. Every replica remembers the
+//!   highest view it joined durably (its promise) and ignores messages of lower views.
+//! - **status**: `normal` (processing requests in its view), `view-change` (electing the next
+//!   leader) or `transfer` (it learned that its view is running without it and fetches the log).
+//! - **op number**: position in the log; op 1 is the first command. One log entry holds one
+//!   client request.
+//! - **commit number**: every entry up to it is committed (durable at a majority in a way every
+//!   later view keeps).
+//! - **executed**: how far this replica has applied the log to its state machine.
+//! - **last normal view**: the latest view in which this replica was normal; a view change prefers
+//!   the log with the largest (last normal view, op number).
+//! - **log base**: the op number just below the first entry kept in memory; entries up to it are
+//!   committed and folded into a snapshot (or, right after adopting another replica's log, still
+//!   to be fetched: see *gap* below).
+//! - **gap**: `executed < log base`. The replica holds the agreed log but lacks the state below
+//!   its base; it fetches a snapshot or the missing committed entries by state transfer before it
+//!   executes further.
+//! - **checkpoint**: every `checkpoint_interval` executed entries, a replica snapshots its state
+//!   machine and client table, persists them with the log suffix in one `Replace` record, and
+//!   drops the log prefix.
+//!
+//! # Messages
+//!
+//! | message | from → to | purpose |
+//! |---|---|---|
+//! | `Request` | client → leader (all replicas on retry) | execute a command |
+//! | `Reply` | leader → client | the result, with the view so the client learns the leader |
+//! | `Redirect` | non-leader replica → client | the view the replica is normal in |
+//! | `Prepare` | leader → backups | a batch of new log entries and the commit number |
+//! | `PrepareOk` | backup → leader | "my log is durable up to this op in this view" |
+//! | `Commit` | leader → backups | heartbeat carrying the commit number |
+//! | `StartViewChange` | replica → replicas | "I moved to this view" |
+//! | `DoViewChange` | replica → new leader | its log suffix, last normal view and commit number |
+//! | `StartView` | new leader → backups | the log of the new view and its commit number |
+//! | `GetState` | replica → replica | "send me the log after this op" |
+//! | `NewState` | replica → replica | entries after that op, or a snapshot and the entries after it |
+//!
+//! # Invariants (checked after every input by `check_invariants`)
+//!
+//! - `log base ≤ commit number ≤ op number`, `executed ≤ commit number`.
+//! - `last normal view ≤ view`; in `normal` status they are equal.
+//! - A normal leader is `replicas[view % n]`; its pipeline holds at most `pipeline_max` batches,
+//!   its queue at most `pending_max` requests.
+//! - The log holds at most `log_max()` entries; the client table at most `client_table_max`.
+//! - Safety (argued in `view_change.rs`): a replica is normal in view `v` only with a log that
+//!   contains every entry the leader of `v` started the view with, so a view change that picks
+//!   the largest (last normal view, op number) among a majority never loses a committed entry.
+//!
+//! # Status line
+//!
+//! `view=3 normal leader op=120 commit=118 exec=118 base=0 log=120`: view, status, role, op
+//! number, commit number, executed, log base and entries held in memory.
+//!
+//! # Durability
+//!
+//! Persists of one node are assumed durable in ticket order (a write-ahead log): a message sent
+//! after ticket `t` implies every earlier write is durable too. Each message that promises
+//! something (`PrepareOk`, `StartViewChange`, `DoViewChange`, `StartView`) and every leader
+//! `Prepare` waits for the node's latest persist. Because a leader's `Prepare` leaves only once its
+//! own entries are durable, a backup's `PrepareOk` for op `k` also proves the leader's copy of `k`
+//! durable, so the leader counts its own vote together with the first backup's.
+
+pub mod client;
+pub mod client_table;
+pub mod executor;
+pub mod log;
+pub mod messages;
+pub mod recovery;
+pub mod replica;
+pub mod state_transfer;
+pub mod view_change;
+
+#[cfg(feature = "canary")]
+pub mod canary;
+#[cfg(feature = "canary")]
+pub use canary::{MultiPaxosEarlyReply, MultiPaxosLossyViewChange};
+
+#[cfg(test)]
+mod tests;
+#[cfg(test)]
+mod tests_faults;
+
+use messages::{Entry, Snapshot};
+use ordo_core::{Node, NodeContext, Protocol, Role};
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+/// Multi-Paxos / Viewstamped Replication.
+pub struct MultiPaxos;
+
+/// Options of Multi-Paxos. Defaults suit a LAN.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// How often a leader sends a `Commit` heartbeat and retransmits to backups that stopped
+    /// acknowledging; replicas in a view change resend their view-change messages as often.
+    pub heartbeat_ns: u64,
+    /// How long a backup waits without hearing from its leader before it starts a view change,
+    /// and how long a view change may take before the next one starts. Randomised by ±50%.
+    pub view_change_timeout_ns: u64,
+    /// How long a client waits for a reply before it sends its request to every replica.
+    pub client_retry_ns: u64,
+    /// How long a replica waits for a `NewState` before it asks another replica.
+    pub state_transfer_retry_ns: u64,
+    /// Most uncommitted `Prepare` batches a leader keeps in flight.
+    pub pipeline_max: usize,
+    /// Most requests in one `Prepare` (each request is one log entry).
+    pub batch_max: usize,
+    /// Most requests waiting at the leader for room in the pipeline; more are dropped.
+    pub pending_max: usize,
+    /// A replica snapshots its state and truncates its log every this many executed entries.
+    pub checkpoint_interval: u64,
+    /// Most clients remembered in the client table; the least recently executed is evicted.
+    pub client_table_max: usize,
+    /// Most out-of-order `Prepare`s a backup buffers while it waits for the missing ones.
+    pub prepare_buffer_max: usize,
+    /// Most log entries in one `NewState` (or retransmitted `Prepare`); larger logs move in rounds.
+    pub state_transfer_entries_max: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            heartbeat_ns: 2_000_000,
+            view_change_timeout_ns: 10_000_000,
+            client_retry_ns: 20_000_000,
+            state_transfer_retry_ns: 5_000_000,
+            pipeline_max: 8,
+            batch_max: 64,
+            pending_max: 10_000,
+            checkpoint_interval: 1024,
+            client_table_max: 100_000,
+            prepare_buffer_max: 64,
+            state_transfer_entries_max: 1024,
+        }
+    }
+}
+
+impl Config {
+    /// Most entries a replica keeps in its log: two checkpoint intervals (the log is truncated at
+    /// every checkpoint) plus a full pipeline of uncommitted batches. A replica that cannot
+    /// execute (it waits for a snapshot) stops growing its log here.
+    pub fn log_max(&self) -> usize {
+        let interval = usize::try_from(self.checkpoint_interval).unwrap_or(usize::MAX);
+        interval.saturating_mul(2).saturating_add(self.pipeline_max.saturating_mul(self.batch_max))
+    }
+
+    /// Panics on options no replica can run with.
+    pub fn validate(&self) {
+        assert!(self.heartbeat_ns > 0, "heartbeat_ns must be positive");
+        assert!(self.view_change_timeout_ns >= 2, "view_change_timeout_ns must be at least 2");
+        assert!(self.client_retry_ns > 0, "client_retry_ns must be positive");
+        assert!(self.state_transfer_retry_ns > 0, "state_transfer_retry_ns must be positive");
+        assert!(self.pipeline_max > 0, "pipeline_max must be positive");
+        assert!(self.batch_max > 0, "batch_max must be positive");
+        assert!(self.pending_max > 0, "pending_max must be positive");
+        assert!(self.checkpoint_interval > 0, "checkpoint_interval must be positive");
+        assert!(self.client_table_max > 0, "client_table_max must be positive");
+        assert!(self.state_transfer_entries_max > 0, "state_transfer_entries_max must be positive");
+    }
+}
+
+/// Timers of Multi-Paxos.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Timer {
+    /// A client's request went unanswered.
+    ClientRetry,
+    /// A backup heard nothing from its leader, or a view change took too long.
+    ViewChange,
+    /// Periodic: the leader's heartbeat and retransmissions, view-change resends.
+    Heartbeat,
+    /// A `GetState` went unanswered.
+    StateTransfer,
+}
+
+/// What a replica writes to durable storage. Replayed in order on restart (see `recovery.rs`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Durable {
+    /// The replica joined `view`: it will never again accept a message of a lower view.
+    View {
+        /// The view joined.
+        view: u64,
+    },
+    /// The log becomes its prefix up to `after` followed by `entries`, accepted while normal in
+    /// `view` (which is then also the last normal view).
+    Entries {
+        /// The view the entries were accepted in.
+        view: u64,
+        /// The op number just before the first entry.
+        after: u64,
+        /// The entries, at ops `after + 1 ..`.
+        entries: Vec<Entry>,
+    },
+    /// The log becomes exactly `entries` after `log_base`, accepted while normal in `view`. Used
+    /// when a replica adopts a log whose base lies above its own commit number: its own entries
+    /// below that base are not known to be committed and must go.
+    Log {
+        /// The view the log was accepted in.
+        view: u64,
+        /// The op number just before the first entry.
+        log_base: u64,
+        /// The entries, at ops `log_base + 1 ..`.
+        entries: Vec<Entry>,
+    },
+    /// Everything a replica needs, written with `PersistMode::Replace`: a snapshot of the state
+    /// machine and client table, and the log after `log_base`.
+    Checkpoint {
+        /// The view.
+        view: u64,
+        /// The last normal view.
+        last_normal_view: u64,
+        /// State machine and client table at `snapshot.op`.
+        snapshot: Arc<Snapshot>,
+        /// The op number just before the first log entry (at least `snapshot.op`).
+        log_base: u64,
+        /// The log, at ops `log_base + 1 ..`.
+        entries: Vec<Entry>,
+    },
+}
+
+/// A deliberate bug, for the canaries of the fuzz harness (`canary.rs`). Always `None` in the
+/// real protocol.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(not(feature = "canary"), allow(dead_code))]
+pub(crate) enum Flaw {
+    /// The protocol as designed.
+    None,
+    /// The leader replies to a request as soon as it appends it, before a quorum holds it.
+    EarlyReply,
+    /// The new leader of a view adopts the shortest log offered instead of the longest.
+    LossyViewChange,
+}
+
+impl Protocol for MultiPaxos {
+    const NAME: &'static str = "multipaxos";
+    const SUMMARY: &'static str = "Multi-Paxos as Viewstamped Replication: one leader per view, batching, snapshots";
+    type Message = messages::Message;
+    type Timer = Timer;
+    type Durable = Durable;
+    type Config = Config;
+
+    fn coverage_goals() -> &'static [&'static str] {
+        &["view_change", "state_transfer"]
+    }
+
+    fn new_node(context: NodeContext<Self>, durable: Vec<Durable>) -> Box<dyn Node<Self>> {
+        match context.role() {
+            Role::Client => Box::new(client::Client::new(context)),
+            _ => Box::new(replica::Replica::new(context, durable, Flaw::None)),
+        }
+    }
+}

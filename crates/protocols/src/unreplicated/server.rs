@@ -121,7 +121,8 @@ impl Node<Unreplicated> for Server {
             }
         }
         if !command.is_read_only() {
-            self.last_write = Some(out.persist(Durable::Executed { id, command: command.clone() }, PersistMode::Append));
+            self.last_write =
+                Some(out.persist(Durable::Executed { id, command: command.clone() }, PersistMode::Append));
         }
         let result = self.execute(id, &command);
         self.stats.slow_path_commits += 1;

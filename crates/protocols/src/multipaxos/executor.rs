@@ -1,0 +1,153 @@
+//! Execution, apart from agreement: applies committed entries to the state machine in op order,
+//! at most once per request, and snapshots or restores the state machine with the client table.
+
+use super::client_table::{ClientTable, Lookup};
+use super::messages::{Entry, Snapshot};
+use ordo_core::{CommandResult, StateMachine};
+
+/// What executing one entry did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// The command ran and gave this result.
+    Applied(CommandResult),
+    /// The request had executed before (a retry that reached the log twice): the state did not
+    /// change; the result is the cached one if it is the client's last request.
+    Duplicate(Option<CommandResult>),
+}
+
+/// A snapshot could not be installed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RestoreError {
+    /// The state bytes do not decode.
+    State,
+    /// The client table rows are inconsistent.
+    ClientTable,
+}
+
+/// The state machine, the client table and how far they have executed.
+pub struct Executor {
+    state_machine: Box<dyn StateMachine>,
+    new_state_machine: fn() -> Box<dyn StateMachine>,
+    client_table: ClientTable,
+    client_table_max: usize,
+    executed: u64,
+}
+
+impl Executor {
+    /// A fresh state machine at op 0.
+    pub fn new(new_state_machine: fn() -> Box<dyn StateMachine>, client_table_max: usize) -> Self {
+        Executor {
+            state_machine: new_state_machine(),
+            new_state_machine,
+            client_table: ClientTable::new(client_table_max),
+            client_table_max,
+            executed: 0,
+        }
+    }
+
+    /// The last op executed.
+    pub fn executed(&self) -> u64 {
+        self.executed
+    }
+
+    /// The client table.
+    pub fn client_table(&self) -> &ClientTable {
+        &self.client_table
+    }
+
+    /// The state machine.
+    pub fn state_machine(&self) -> &dyn StateMachine {
+        self.state_machine.as_ref()
+    }
+
+    /// Executes `entry` at `op`, which must be the next op.
+    pub fn execute(&mut self, op: u64, entry: &Entry) -> Outcome {
+        assert_eq!(op, self.executed + 1, "ops execute in order");
+        self.executed = op;
+        let outcome = match self.client_table.lookup(entry.id.client, entry.id.number) {
+            Lookup::Old => Outcome::Duplicate(None),
+            Lookup::Executed(result) => Outcome::Duplicate(Some(result.clone())),
+            Lookup::New => {
+                let result = self.state_machine.apply(entry.id, &entry.command);
+                self.client_table.record(entry.id.client, entry.id.number, result.clone(), op);
+                Outcome::Applied(result)
+            }
+        };
+        assert_eq!(self.executed, op, "executed moves by one per entry");
+        outcome
+    }
+
+    /// The state after `executed()`.
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            op: self.executed,
+            state: self.state_machine.snapshot().into(),
+            client_table: self.client_table.to_records(),
+        }
+    }
+
+    /// Replaces the state with `snapshot`. On error nothing changes.
+    pub fn restore(&mut self, snapshot: &Snapshot) -> Result<(), RestoreError> {
+        let client_table = ClientTable::from_records(self.client_table_max, &snapshot.client_table)
+            .ok_or(RestoreError::ClientTable)?;
+        let mut state_machine = (self.new_state_machine)();
+        state_machine.restore(&snapshot.state).map_err(|_| RestoreError::State)?;
+        self.state_machine = state_machine;
+        self.client_table = client_table;
+        self.executed = snapshot.op;
+        assert!(self.client_table.len() <= self.client_table_max, "the restored table respects its bound");
+        Ok(())
+    }
+
+    /// A new state machine holding the same state (the early-reply canary's speculative copy).
+    #[cfg_attr(not(feature = "canary"), allow(dead_code))]
+    pub(crate) fn clone_state_machine(&self) -> Box<dyn StateMachine> {
+        let mut copy = (self.new_state_machine)();
+        copy.restore(&self.state_machine.snapshot()).expect("a state machine restores its own snapshot");
+        copy
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ordo_core::{ClientId, Command, KvStore, NodeId, RequestId};
+
+    fn new_kv() -> Box<dyn StateMachine> {
+        Box::new(KvStore::new())
+    }
+
+    fn incr(client: u64, number: u64) -> Entry {
+        Entry {
+            id: RequestId { client: ClientId(client), number },
+            reply_to: NodeId(0),
+            command: Command::IncrBy { key: "n".into(), delta: 1 },
+        }
+    }
+
+    #[test]
+    fn duplicates_do_not_execute_twice() {
+        // Goal: at-most-once execution. Method: the same request at two ops, then an older one.
+        let mut executor = Executor::new(new_kv, 10);
+        assert_eq!(executor.execute(1, &incr(1, 1)), Outcome::Applied(CommandResult::Integer(1)));
+        assert_eq!(executor.execute(2, &incr(1, 1)), Outcome::Duplicate(Some(CommandResult::Integer(1))));
+        assert_eq!(executor.execute(3, &incr(1, 2)), Outcome::Applied(CommandResult::Integer(2)));
+        assert_eq!(executor.execute(4, &incr(1, 1)), Outcome::Duplicate(None));
+        assert_eq!(executor.executed(), 4);
+    }
+
+    #[test]
+    fn snapshot_round_trip_and_bad_snapshot() {
+        // Goal: a snapshot restores state and table; a corrupt one changes nothing.
+        let mut executor = Executor::new(new_kv, 10);
+        executor.execute(1, &incr(1, 1));
+        let snapshot = executor.snapshot();
+        let mut other = Executor::new(new_kv, 10);
+        other.restore(&snapshot).unwrap();
+        assert_eq!(other.executed(), 1);
+        assert_eq!(other.execute(2, &incr(1, 1)), Outcome::Duplicate(Some(CommandResult::Integer(1))));
+        let corrupt = Snapshot { op: 9, state: bytes::Bytes::from_static(b"\xff\xff"), client_table: vec![] };
+        assert_eq!(other.restore(&corrupt), Err(RestoreError::State));
+        assert_eq!(other.executed(), 2);
+    }
+}
