@@ -318,6 +318,12 @@ pub trait Protocol: Sized + 'static {
         false
     }
 
+    /// Rejects protocol options no node can run with, saying which. Drivers call it before
+    /// they build any node.
+    fn validate_config(_config: &Self::Config) -> Result<(), String> {
+        Ok(())
+    }
+
     /// Protocol events (names counted with `NodeStats::count`) that a fuzz campaign with faults
     /// must reach, such as `view_change` or `state_transfer`: a campaign that never reaches
     /// them did not test them, and fails.

@@ -214,6 +214,7 @@ impl<P: Protocol> World<P> {
         let protocol_config: P::Config = toml::Value::Table(config.protocol.clone())
             .try_into()
             .map_err(|e| format!("[protocol] options for {}: {e}", P::NAME))?;
+        P::validate_config(&protocol_config)?;
         let topology = Arc::new(build_topology::<P>(&config, &protocol_config));
         let jitter = (config.latency.jitter_mean_ns > 0)
             .then(|| Exp::new(1.0 / config.latency.jitter_mean_ns as f64).expect("positive"));

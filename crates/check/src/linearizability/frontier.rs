@@ -103,6 +103,15 @@ const SMALL_FRONTIER_MAX: usize = 16;
 /// How many distinct states a report lists.
 const REPORTED_STATES_MAX: usize = 16;
 
+/// Bounds on one key's search (see `CheckOptions`).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Limits {
+    /// Largest frontier.
+    pub configurations_max: usize,
+    /// Most configurations explored in one completion step.
+    pub explored_per_step_max: usize,
+}
+
 /// The search over one key. `WORDS` sizes the slot sets (see [`SlotSet`]).
 pub(super) struct Search<'a, const WORDS: usize> {
     operations: &'a [KeyOperation],
@@ -115,7 +124,7 @@ pub(super) struct Search<'a, const WORDS: usize> {
     reads: SlotSet<WORDS>,
     /// Slots of the open optional operations.
     optional: SlotSet<WORDS>,
-    configurations_max: usize,
+    limits: Limits,
     configurations_peak: usize,
     scratch: Scratch<WORDS>,
 }
@@ -135,8 +144,8 @@ impl<const WORDS: usize> Default for Scratch<WORDS> {
 
 impl<'a, const WORDS: usize> Search<'a, WORDS> {
     /// A search starting from the absent key.
-    pub(super) fn new(operations: &'a [KeyOperation], configurations_max: usize) -> Self {
-        assert!(configurations_max > 0, "a search needs room for at least one configuration");
+    pub(super) fn new(operations: &'a [KeyOperation], limits: Limits) -> Self {
+        assert!(limits.configurations_max > 0, "a search needs room for at least one configuration");
         Search {
             operations,
             frontier: vec![Config { state: KeyState::ABSENT, done: SlotSet::empty() }],
@@ -144,7 +153,7 @@ impl<'a, const WORDS: usize> Search<'a, WORDS> {
             open_reads: Vec::new(),
             reads: SlotSet::empty(),
             optional: SlotSet::empty(),
-            configurations_max,
+            limits,
             configurations_peak: 1,
             scratch: Scratch::default(),
         }
@@ -191,7 +200,7 @@ impl<'a, const WORDS: usize> Search<'a, WORDS> {
         // The buffers are reused from step to step: allocation dominated the profile otherwise.
         let mut scratch = std::mem::take(&mut self.scratch);
         scratch.results.clear();
-        let mut budget = self.configurations_max;
+        let mut budget = self.limits.explored_per_step_max;
         for config in &self.frontier {
             if config.done.contains(slot) {
                 scratch.results.push(config.clone());
@@ -366,7 +375,7 @@ impl<'a, const WORDS: usize> Search<'a, WORDS> {
 
     fn note_size(&mut self) -> Result<(), Failure> {
         self.configurations_peak = self.configurations_peak.max(self.frontier.len());
-        if self.frontier.len() > self.configurations_max {
+        if self.frontier.len() > self.limits.configurations_max {
             return Err(Failure::TooComplex);
         }
         Ok(())

@@ -27,7 +27,7 @@ mod tests;
 mod workload;
 
 use crate::history::{HistoryError, HistoryEvent, OpKind, Operation, OperationView, Outcome, ShortValue, pair};
-use frontier::{Effect, Failure, KeyOperation, Search, Step, StepKind};
+use frontier::{Effect, Failure, KeyOperation, Limits, Search, Step, StepKind};
 use observers::Observers;
 use state::{KeyState, Piece};
 use std::cmp::Reverse;
@@ -38,14 +38,18 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 /// Limits of the search.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CheckOptions {
-    /// Most configurations a key's frontier, or one step's exploration, may hold before the key
-    /// is reported [`Violation::TooComplex`] instead of exhausting time and memory.
+    /// Most configurations a key's frontier may hold before the key is reported
+    /// [`Violation::TooComplex`] instead of exhausting memory.
     pub configurations_max: usize,
+    /// Most configurations one completion step may explore before the key is reported
+    /// [`Violation::TooComplex`] instead of exhausting time. Bursts of concurrent appends that no
+    /// read orders (a batch released after a view change) explore far more than they keep.
+    pub explored_per_step_max: usize,
 }
 
 impl Default for CheckOptions {
     fn default() -> Self {
-        CheckOptions { configurations_max: 1_000_000 }
+        CheckOptions { configurations_max: 1_000_000, explored_per_step_max: 20_000_000 }
     }
 }
 
@@ -247,12 +251,15 @@ enum KeyFailure {
 fn check_key(operations: &[OperationView<'_>], indices: &[usize], options: &CheckOptions) -> Result<usize, KeyFailure> {
     let (mut key_operations, steps) = prepare(operations, indices);
     let slots = assign_slots(&mut key_operations, &steps);
-    let configurations_max = options.configurations_max.max(1);
+    let limits = Limits {
+        configurations_max: options.configurations_max.max(1),
+        explored_per_step_max: options.explored_per_step_max.max(1),
+    };
     let result = match slots.div_ceil(64) {
-        0 | 1 => Search::<1>::new(&key_operations, configurations_max).run(&steps),
-        2 => Search::<2>::new(&key_operations, configurations_max).run(&steps),
-        3..=4 => Search::<4>::new(&key_operations, configurations_max).run(&steps),
-        5..=16 => Search::<16>::new(&key_operations, configurations_max).run(&steps),
+        0 | 1 => Search::<1>::new(&key_operations, limits).run(&steps),
+        2 => Search::<2>::new(&key_operations, limits).run(&steps),
+        3..=4 => Search::<4>::new(&key_operations, limits).run(&steps),
+        5..=16 => Search::<16>::new(&key_operations, limits).run(&steps),
         _ => Err(Failure::TooComplex),
     };
     result.map_err(|failure| match failure {

@@ -295,7 +295,7 @@ fn configuration_limit_reports_too_complex() {
     // Goal: a search past its limit stops with TooComplex instead of running on. Method: a
     // limit of one configuration and two concurrent writes, whose order stays undecided.
     let events = history(vec![write(1, "a", 0, 10), write(2, "b", 0, 20), read(3, Some("b"), 30, 40)]);
-    let options = CheckOptions { configurations_max: 1 };
+    let options = CheckOptions { configurations_max: 1, explored_per_step_max: 1 };
     let verdict = check_linearizable_with(&events, &options);
     assert_eq!(verdict, Err(Violation::TooComplex { key: "k".into() }));
     assert!(verdict.unwrap_err().to_string().contains("too complex"));
@@ -325,7 +325,7 @@ fn violation_on_one_key_outranks_too_complex_on_another() {
         on_key("b", 4, OpKind::Write, Some("x"), 0, Some((EventKind::Ok, 10))),
         on_key("b", 5, OpKind::Read, None, 20, Some((EventKind::Ok, 30))),
     ]);
-    let verdict = check_linearizable_with(&events, &CheckOptions { configurations_max: 1 });
+    let verdict = check_linearizable_with(&events, &CheckOptions { configurations_max: 1, explored_per_step_max: 1 });
     assert!(matches!(verdict, Err(Violation::NotLinearizable { key, .. }) if key == "b"));
 }
 

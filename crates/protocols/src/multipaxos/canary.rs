@@ -129,6 +129,10 @@ impl Protocol for MultiPaxosEarlyReply {
     type Durable = Durable;
     type Config = Config;
 
+    fn validate_config(config: &Config) -> Result<(), String> {
+        config.validate()
+    }
+
     fn new_node(context: NodeContext<Self>, durable: Vec<Durable>) -> Box<dyn Node<Self>> {
         new_flawed(context, durable, Flaw::EarlyReply)
     }
@@ -141,6 +145,10 @@ impl Protocol for MultiPaxosLossyViewChange {
     type Timer = Timer;
     type Durable = Durable;
     type Config = Config;
+
+    fn validate_config(config: &Config) -> Result<(), String> {
+        config.validate()
+    }
 
     fn new_node(context: NodeContext<Self>, durable: Vec<Durable>) -> Box<dyn Node<Self>> {
         new_flawed(context, durable, Flaw::LossyViewChange)

@@ -151,18 +151,26 @@ impl Config {
         interval.saturating_mul(2).saturating_add(self.pipeline_max.saturating_mul(self.batch_max))
     }
 
-    /// Panics on options no replica can run with.
-    pub fn validate(&self) {
-        assert!(self.heartbeat_ns > 0, "heartbeat_ns must be positive");
-        assert!(self.view_change_timeout_ns >= 2, "view_change_timeout_ns must be at least 2");
-        assert!(self.client_retry_ns > 0, "client_retry_ns must be positive");
-        assert!(self.state_transfer_retry_ns > 0, "state_transfer_retry_ns must be positive");
-        assert!(self.pipeline_max > 0, "pipeline_max must be positive");
-        assert!(self.batch_max > 0, "batch_max must be positive");
-        assert!(self.pending_max > 0, "pending_max must be positive");
-        assert!(self.checkpoint_interval > 0, "checkpoint_interval must be positive");
-        assert!(self.client_table_max > 0, "client_table_max must be positive");
-        assert!(self.state_transfer_entries_max > 0, "state_transfer_entries_max must be positive");
+    /// Rejects options no replica can run with, saying which.
+    pub fn validate(&self) -> Result<(), String> {
+        let positive = [
+            ("heartbeat_ns", self.heartbeat_ns),
+            ("client_retry_ns", self.client_retry_ns),
+            ("state_transfer_retry_ns", self.state_transfer_retry_ns),
+            ("pipeline_max", self.pipeline_max as u64),
+            ("batch_max", self.batch_max as u64),
+            ("pending_max", self.pending_max as u64),
+            ("checkpoint_interval", self.checkpoint_interval),
+            ("client_table_max", self.client_table_max as u64),
+            ("state_transfer_entries_max", self.state_transfer_entries_max as u64),
+        ];
+        if let Some((name, _)) = positive.iter().find(|(_, value)| *value == 0) {
+            return Err(format!("multipaxos: {name} must be positive"));
+        }
+        if self.view_change_timeout_ns < 2 {
+            return Err("multipaxos: view_change_timeout_ns must be at least 2".into());
+        }
+        Ok(())
     }
 }
 
@@ -247,6 +255,10 @@ impl Protocol for MultiPaxos {
 
     fn coverage_goals() -> &'static [&'static str] {
         &["view_change", "state_transfer"]
+    }
+
+    fn validate_config(config: &Config) -> Result<(), String> {
+        config.validate()
     }
 
     fn new_node(context: NodeContext<Self>, durable: Vec<Durable>) -> Box<dyn Node<Self>> {

@@ -218,7 +218,7 @@ impl Replica {
     /// A replica, fresh or rebuilt from its durable records.
     pub(crate) fn new(context: NodeContext<MultiPaxos>, durable: Vec<Durable>, flaw: Flaw) -> Self {
         let config = context.config.clone();
-        config.validate();
+        assert_eq!(config.validate(), Ok(()), "drivers validate the config first");
         let replicas = context.topology.replicas().clone();
         assert!(replicas.contains(&context.id), "a replica is listed among the replicas");
         let others: Destinations = replicas.iter().copied().filter(|&r| r != context.id).collect();
