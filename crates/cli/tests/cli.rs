@@ -1,0 +1,135 @@
+//! The `ordo` command as users type it: exit codes, JSON fields, seed search and replay lines.
+
+use std::process::{Command, Output};
+
+fn ordo(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ordo")).args(args).output().expect("ordo runs")
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn temp_file(name: &str, text: &str) -> std::path::PathBuf {
+    let path = std::env::temp_dir().join(format!("ordo-cli-test-{}-{name}", std::process::id()));
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn protocols_lists_the_registry() {
+    // Goal: `ordo protocols` names every protocol, and hides canaries unless asked.
+    let listed = stdout(&ordo(&["protocols"]));
+    assert!(listed.contains("multipaxos") && listed.contains("unreplicated"), "{listed}");
+    assert!(!listed.contains("canary"));
+    assert!(stdout(&ordo(&["protocols", "--canaries"])).contains("multipaxos-canary-early-reply"));
+}
+
+#[test]
+fn sim_json_has_the_promised_fields() {
+    // Goal: the JSON summary carries every field the docs promise, with sane values.
+    let output = ordo(&["sim", "--protocol", "multipaxos", "--duration", "200ms", "--seed", "3", "--json"]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let json: serde_json::Value = serde_json::from_str(&stdout(&output)).expect("one JSON object");
+    for field in [
+        "protocol",
+        "seed",
+        "committed",
+        "throughput_ops_per_s",
+        "latency_ms",
+        "sites",
+        "fast_path_ratio",
+        "linearizable",
+        "agreement",
+        "events",
+        "wall_s",
+    ] {
+        assert!(json.get(field).is_some(), "missing {field}");
+    }
+    for field in ["mean", "p50", "p90", "p99", "p999"] {
+        assert!(json["latency_ms"][field].as_f64().unwrap() > 0.0, "latency_ms.{field}");
+    }
+    assert_eq!(json["linearizable"], true);
+    assert_eq!(json["agreement"], true);
+    assert!(json["fast_path_ratio"].is_null());
+    assert!(json["sites"][0]["p99"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn seed_search_catches_a_canary_and_prints_its_replay() {
+    // Goal: a failing seed search exits non-zero and prints a command that replays the seed.
+    let output = ordo(&[
+        "sim",
+        "--protocol",
+        "multipaxos-canary-early-reply",
+        "--seeds",
+        "1..100",
+        "--faults",
+        "random",
+        "--duration",
+        "1s",
+        "--clients",
+        "6",
+        "--jobs",
+        "1",
+    ]);
+    assert_eq!(output.status.code(), Some(1));
+    let text = stdout(&output);
+    let replay = text.lines().find_map(|line| line.strip_prefix("reproduce with: ordo ")).expect("a replay line");
+    assert!(replay.contains("--seed ") && !replay.contains("--seeds"), "{replay}");
+    let words: Vec<&str> = replay.split_whitespace().collect();
+    let again = ordo(&words);
+    assert_eq!(again.status.code(), Some(1), "the replay fails the same way");
+}
+
+#[test]
+fn check_exit_codes() {
+    // Goal: `ordo check` exits 0 for a linearizable history, 1 for a stale read, 2 for garbage.
+    let good = temp_file(
+        "good.jsonl",
+        concat!(
+            r#"{"client": 1, "kind": "invoke", "time_ns": 1, "op": "write", "key": "k", "value": "a"}"#,
+            "\n",
+            r#"{"client": 1, "kind": "ok", "time_ns": 2, "op": "write", "key": "k", "value": "a"}"#,
+            "\n",
+            r#"{"client": 2, "kind": "invoke", "time_ns": 3, "op": "read", "key": "k"}"#,
+            "\n",
+            r#"{"client": 2, "kind": "ok", "time_ns": 4, "op": "read", "key": "k", "value": "a"}"#,
+            "\n"
+        ),
+    );
+    assert_eq!(ordo(&["check", good.to_str().unwrap()]).status.code(), Some(0));
+    let good_text = std::fs::read_to_string(&good).unwrap();
+    let stale_read = r#"{"client": 2, "kind": "ok", "time_ns": 4, "op": "read", "key": "k", "value": null}"#;
+    let stale_text: Vec<&str> = good_text.lines().take(3).chain([stale_read]).collect();
+    let stale = temp_file("stale.jsonl", &stale_text.join("\n"));
+    let verdict = ordo(&["check", stale.to_str().unwrap()]);
+    assert_eq!(verdict.status.code(), Some(1));
+    assert!(stdout(&verdict).contains("\"k\""), "names the key: {}", stdout(&verdict));
+    let garbage = temp_file("garbage.jsonl", "{\"client\": 1, \"kind\": \"bogus\"}\nnot json\n");
+    let rejected = ordo(&["check", garbage.to_str().unwrap()]);
+    assert_eq!(rejected.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&rejected.stderr).contains("line 1"));
+    assert_eq!(ordo(&["check", "/nonexistent/history.jsonl"]).status.code(), Some(2));
+    for path in [good, stale, garbage] {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+#[test]
+fn bad_arguments_get_clear_errors() {
+    // Goal: wrong configuration is an error message and exit 2, never a panic.
+    for (args, expected) in [
+        (vec!["sim", "--protocol", "nope"], "unknown protocol"),
+        (vec!["sim", "--protocol", "multipaxos", "--replicas", "2", "--f", "1"], "needs at least 3 replicas"),
+        (vec!["sim", "--protocol", "multipaxos", "--latency", "/nonexistent.toml"], "cannot read latency file"),
+        (vec!["sim", "--protocol", "multipaxos", "--set", "batch_max=0"], "batch_max must be positive"),
+        (vec!["sim", "--protocol", "multipaxos", "--workload", "conflict:7"], "must be in [0, 1]"),
+    ] {
+        let output = ordo(&args);
+        assert_eq!(output.status.code(), Some(2), "{args:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
+}
