@@ -51,6 +51,9 @@ pub struct SimArgs {
     /// Open-loop Poisson arrivals per client per second (closed loop when absent).
     #[arg(long)]
     rate: Option<f64>,
+    /// Share of operations touching two keys (MGET/MSET): multi-shard commands with --shards.
+    #[arg(long)]
+    multi_key: Option<f64>,
     /// CPU cost model: default, or free (no CPU model).
     #[arg(long, default_value = "default")]
     cpu: String,
@@ -108,6 +111,9 @@ fn build_config(args: &SimArgs, seeds_mode: bool) -> Result<SimConfig, String> {
     if let Some(name) = &args.workload {
         config.workload =
             WorkloadSpec { op_timeout_ns: config.workload.op_timeout_ns, ..WorkloadSpec::from_name(name)? };
+    }
+    if let Some(ratio) = args.multi_key {
+        config.workload.multi_key_ratio = ratio;
     }
     if let Some(rate) = args.rate {
         config.workload.rate_per_client = Some(rate);

@@ -21,8 +21,8 @@ pub use command::{Command, CommandResult, Key, Value};
 pub use ids::{ClientId, NodeId, RequestId};
 pub use kv::{KeyDigest, KvStore, StateMachine};
 pub use node::{
-    Destinations, Effect, Node, NodeContext, NodeSpec, Outbox, PersistMode, PersistTicket, Protocol, Role, Submission,
-    Topology,
+    CrashModel, Destinations, Effect, Node, NodeContext, NodeSpec, Outbox, PersistMode, PersistTicket, Protocol, Role,
+    Submission, Topology, shard_of_key,
 };
 pub use stats::NodeStats;
 pub use time::{Clock, ClockReading};

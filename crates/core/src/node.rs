@@ -61,6 +61,22 @@ pub struct Topology {
     pub site_delay_ns: Vec<Vec<u64>>,
 }
 
+/// The shard of `key` among `shards`: xxh3 with a fixed seed, stable across processes, versions
+/// and runs (never a randomly seeded hasher).
+pub fn shard_of_key(key: &[u8], shards: usize) -> usize {
+    assert!(shards > 0, "a cluster has at least one shard");
+    (xxhash_rust::xxh3::xxh3_64(key) % shards as u64) as usize
+}
+
+/// How a protocol treats a crashed replica.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CrashModel {
+    /// Crashed replicas restart from what they persisted and rejoin (Multi-Paxos/VR, Nezha...).
+    Recover,
+    /// Crashed replicas stay down, as the protocol's paper assumes (at most f of them).
+    Stop,
+}
+
 /// A shared, immutable list of destination nodes (cheap to clone into many effects).
 pub type Destinations = Arc<[NodeId]>;
 
@@ -89,6 +105,34 @@ impl Topology {
     /// Majority of a shard's replicas: f + 1 when there are 2f + 1.
     pub fn majority(&self) -> usize {
         self.shards[0].len() / 2 + 1
+    }
+
+    /// The replicas of `shard`, in rank order.
+    pub fn replicas_of(&self, shard: usize) -> &Destinations {
+        &self.shards[shard]
+    }
+
+    /// The shard holding `key`: a fixed hash, the same in every process and every run.
+    pub fn shard_of(&self, key: &[u8]) -> usize {
+        shard_of_key(key, self.shards.len())
+    }
+
+    /// Expected one-way delay between two nodes' sites.
+    pub fn delay_ns(&self, from: NodeId, to: NodeId) -> u64 {
+        self.site_delay_ns[self.node(from).site][self.node(to).site]
+    }
+
+    /// The `count` nodes of `among` closest to `from` by expected delay (ties broken by their
+    /// order in `among`, so every node computes the same answer). `from` itself counts as
+    /// closest if listed.
+    pub fn closest(&self, from: NodeId, among: &[NodeId], count: usize) -> Vec<NodeId> {
+        let mut ranked: Vec<(u64, usize, NodeId)> = among
+            .iter()
+            .enumerate()
+            .map(|(rank, &node)| (if node == from { 0 } else { self.delay_ns(from, node).max(1) }, rank, node))
+            .collect();
+        ranked.sort_unstable();
+        ranked.into_iter().take(count).map(|(_, _, node)| node).collect()
     }
 }
 
@@ -145,12 +189,22 @@ pub enum Effect<P: Protocol> {
         /// Its result.
         result: CommandResult,
     },
-    /// Fire `timer` after `after_ns` of local time; setting a pending timer again moves it.
+    /// Fire `timer` after `after_ns` of local time (elapsed at the clock's rate; a clock jump does
+    /// not move it); setting a pending timer again moves it.
     SetTimer {
         /// Which timer.
         timer: P::Timer,
         /// Delay in local nanoseconds.
         after_ns: u64,
+    },
+    /// Fire `timer` at the first moment the node's clock reads at least `local_ns` (Nezha's
+    /// deadline release). If the clock jumps backwards first, the timer waits for the clock to
+    /// get there again; setting a pending timer again moves it.
+    SetTimerAt {
+        /// Which timer.
+        timer: P::Timer,
+        /// Local clock reading to fire at.
+        local_ns: u64,
     },
     /// Cancel a pending timer (no effect if it is not pending).
     CancelTimer {
@@ -176,6 +230,7 @@ impl<P: Protocol> Debug for Effect<P> {
             Effect::Multicast { to, message, after } => write!(f, "multicast {to:?} {message:?} after {after:?}"),
             Effect::Complete { op, result } => write!(f, "complete op {op} {result:?}"),
             Effect::SetTimer { timer, after_ns } => write!(f, "set timer {timer:?} +{after_ns}ns"),
+            Effect::SetTimerAt { timer, local_ns } => write!(f, "set timer {timer:?} at local {local_ns}ns"),
             Effect::CancelTimer { timer } => write!(f, "cancel timer {timer:?}"),
             Effect::Persist { record, mode, ticket } => write!(f, "persist {ticket:?} {mode:?} {record:?}"),
         }
@@ -240,6 +295,11 @@ impl<P: Protocol> Outbox<P> {
     /// Sets (or moves) a timer.
     pub fn set_timer(&mut self, timer: P::Timer, after_ns: u64) {
         self.effects.push(Effect::SetTimer { timer, after_ns });
+    }
+
+    /// Sets (or moves) a timer to fire when the local clock reads `local_ns`.
+    pub fn set_timer_at(&mut self, timer: P::Timer, local_ns: u64) {
+        self.effects.push(Effect::SetTimerAt { timer, local_ns });
     }
 
     /// Cancels a timer.
@@ -316,6 +376,19 @@ pub trait Protocol: Sized + 'static {
     /// True when the protocol has a fast path (so a fast-path ratio is meaningful).
     fn has_fast_path() -> bool {
         false
+    }
+
+    /// True when the protocol replicates each shard on its own replicas (partial replication);
+    /// drivers refuse more than one shard otherwise.
+    fn supports_shards() -> bool {
+        false
+    }
+
+    /// Whether crashed replicas come back. The simulator's random fault plans restart crashed
+    /// replicas only for [`CrashModel::Recover`]; for [`CrashModel::Stop`] they crash at most f
+    /// replicas of a shard for good.
+    fn crash_model() -> CrashModel {
+        CrashModel::Recover
     }
 
     /// Rejects protocol options no node can run with, saying which. Drivers call it before

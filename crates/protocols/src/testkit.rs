@@ -607,6 +607,10 @@ impl<P: Protocol> Cluster<P> {
                 let deadline = self.now_ns + after_ns;
                 self.slots[index].timers.insert(timer, deadline);
             }
+            Effect::SetTimerAt { timer, local_ns } => {
+                // The testkit's clocks are exact: local time is the cluster's time.
+                self.slots[index].timers.insert(timer, local_ns.max(self.now_ns));
+            }
             Effect::CancelTimer { timer } => {
                 self.slots[index].timers.remove(&timer);
             }

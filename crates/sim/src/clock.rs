@@ -47,6 +47,16 @@ impl SimClock {
         (local_ns as f64 / (1.0 + self.drift_ppm / 1e6)).round() as u64
     }
 
+    /// The first true time at or after `now_ns` at which the clock (without jitter) reads
+    /// `local_ns`.
+    pub fn true_time_of(&self, local_ns: u64, now_ns: u64) -> u64 {
+        let rate = 1.0 + self.drift_ppm / 1e6;
+        let origin = self.drift_origin_ns as f64;
+        // local = t + offset + drift·(t − origin)  ⇒  t = (local − offset + drift·origin) / rate
+        let t = (local_ns as f64 - self.offset_ns as f64 + self.drift_ppm / 1e6 * origin) / rate;
+        (t.ceil().max(0.0) as u64).max(now_ns)
+    }
+
     /// Jumps the clock by `delta_ns`.
     pub fn jump(&mut self, delta_ns: i64) {
         self.offset_ns += delta_ns;
@@ -80,5 +90,9 @@ mod tests {
         clock.set_drift(2_000_000_000, 0.0);
         assert_eq!(clock.read(2_000_000_000, &mut rng).local_ns, before);
         assert_eq!(clock.read(3_000_000_000, &mut rng).local_ns, before + 1_000_000_000);
+        let target = before + 2_000_000_000;
+        let when = clock.true_time_of(target, 0);
+        assert!(clock.read(when, &mut rng).local_ns >= target);
+        assert!(clock.read(when - 1, &mut rng).local_ns < target);
     }
 }

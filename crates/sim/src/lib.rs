@@ -38,7 +38,9 @@ pub struct SimRun {
 /// failures (assertions, violations) are in the report.
 pub fn run<P: Protocol>(config: SimConfig) -> Result<SimRun, String> {
     let started = Instant::now();
-    let mut world = world::World::<P>::new(config)?;
+    let built = catch_unwind(AssertUnwindSafe(|| world::World::<P>::new(config)));
+    let mut world =
+        built.map_err(|payload| format!("a node panicked while starting: {}", panic_message(payload.as_ref())))??;
     let outcome = catch_unwind(AssertUnwindSafe(|| world.run()));
     let assertion = outcome.err().map(|payload| panic_message(payload.as_ref()));
     let wall_s = started.elapsed().as_secs_f64();

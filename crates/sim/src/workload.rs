@@ -53,6 +53,9 @@ pub struct WorkloadSpec {
     pub backlog_max: usize,
     /// A client gives up on an operation after this long and records its outcome as unknown.
     pub op_timeout_ns: u64,
+    /// Share of operations that touch two keys at once (MGET for reads, MSET for writes): the
+    /// multi-shard commands of partial replication when the keys fall in different shards.
+    pub multi_key_ratio: f64,
 }
 
 impl Default for WorkloadSpec {
@@ -66,6 +69,7 @@ impl Default for WorkloadSpec {
             rate_per_client: None,
             backlog_max: 10_000,
             op_timeout_ns: 1_000_000_000,
+            multi_key_ratio: 0.0,
         }
     }
 }
@@ -120,6 +124,7 @@ impl WorkloadSpec {
         };
         ratio("read_ratio", self.read_ratio)?;
         ratio("append_ratio", self.append_ratio)?;
+        ratio("multi_key_ratio", self.multi_key_ratio)?;
         match self.keys {
             KeyChoice::Uniform { keys: 0 } | KeyChoice::Zipf { keys: 0, .. } => {
                 Err("workload: keys must be at least 1".into())
@@ -136,16 +141,23 @@ impl WorkloadSpec {
     }
 }
 
-/// One generated operation: the command and how the history records it.
-pub struct GeneratedOp {
-    /// The command submitted.
-    pub command: Command,
+/// One key's part of a generated operation, as the history records it.
+pub struct GeneratedPart {
     /// History operation kind.
     pub kind: OpKind,
     /// The key, as text.
     pub key: String,
     /// The value written or appended.
     pub value: Option<String>,
+}
+
+/// One generated operation: the command and how the history records it (one part per key; a
+/// multi-key command is recorded as one read or write per key, each spanning the command).
+pub struct GeneratedOp {
+    /// The command submitted.
+    pub command: Command,
+    /// Its parts, one per key.
+    pub parts: Vec<GeneratedPart>,
 }
 
 /// Draws operations for one run (one instance shared by all clients, fed the workload RNG).
@@ -184,23 +196,59 @@ impl Generator {
         }
     }
 
-    /// The next operation of `client`; `unique` makes its value unique in the run.
-    pub fn next(&self, rng: &mut ChaCha8Rng, client: usize, unique: u64) -> GeneratedOp {
-        let key = self.key(rng, client);
-        if rng.random_bool(self.spec.read_ratio) {
-            return GeneratedOp { command: Command::get(key.clone()), kind: OpKind::Read, key, value: None };
-        }
-        let mut value = format!("{unique:x}.");
+    fn value(&self, unique: u64, part: usize) -> String {
+        let mut value = format!("{unique:x}.{part}.");
         while value.len() < self.spec.value_size {
             value.push('x');
         }
-        if rng.random_bool(self.spec.append_ratio) {
-            let command = Command::append(key.clone(), value.clone());
-            GeneratedOp { command, kind: OpKind::Append, key, value: Some(value) }
-        } else {
-            let command = Command::set(key.clone(), value.clone());
-            GeneratedOp { command, kind: OpKind::Write, key, value: Some(value) }
+        value
+    }
+
+    /// The next operation of `client`; `unique` makes its values unique in the run.
+    pub fn next(&self, rng: &mut ChaCha8Rng, client: usize, unique: u64) -> GeneratedOp {
+        let key = self.key(rng, client);
+        let read = rng.random_bool(self.spec.read_ratio);
+        if self.spec.multi_key_ratio > 0.0 && rng.random_bool(self.spec.multi_key_ratio) {
+            let mut other = self.key(rng, client);
+            for _ in 0..8 {
+                if other != key {
+                    break;
+                }
+                other = self.key(rng, client);
+            }
+            if other != key {
+                return self.multi_key(read, [key, other], unique);
+            }
         }
+        if read {
+            let part = GeneratedPart { kind: OpKind::Read, key: key.clone(), value: None };
+            return GeneratedOp { command: Command::get(key), parts: vec![part] };
+        }
+        let value = self.value(unique, 0);
+        let (kind, command) = if rng.random_bool(self.spec.append_ratio) {
+            (OpKind::Append, Command::append(key.clone(), value.clone()))
+        } else {
+            (OpKind::Write, Command::set(key.clone(), value.clone()))
+        };
+        GeneratedOp { command, parts: vec![GeneratedPart { kind, key, value: Some(value) }] }
+    }
+
+    fn multi_key(&self, read: bool, keys: [String; 2], unique: u64) -> GeneratedOp {
+        if read {
+            let command = Command::MGet { keys: keys.iter().map(|k| k.clone().into()).collect() };
+            let parts = keys.into_iter().map(|key| GeneratedPart { kind: OpKind::Read, key, value: None }).collect();
+            return GeneratedOp { command, parts };
+        }
+        let values: Vec<String> = (0..keys.len()).map(|part| self.value(unique, part)).collect();
+        let command = Command::MSet {
+            pairs: keys.iter().zip(&values).map(|(k, v)| (k.clone().into(), v.clone().into())).collect(),
+        };
+        let parts = keys
+            .into_iter()
+            .zip(values)
+            .map(|(key, value)| GeneratedPart { kind: OpKind::Write, key, value: Some(value) })
+            .collect();
+        GeneratedOp { command, parts }
     }
 }
 
@@ -219,12 +267,28 @@ mod tests {
     }
 
     #[test]
+    fn multi_key_operations_touch_two_distinct_keys() {
+        // Goal: with multi_key_ratio 1 every operation is an MGET or MSET of two different keys,
+        // recorded as one part per key.
+        let spec =
+            WorkloadSpec { multi_key_ratio: 1.0, keys: KeyChoice::Uniform { keys: 100 }, ..WorkloadSpec::default() };
+        let generator = Generator::new(&spec);
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        for unique in 0..100 {
+            let op = generator.next(&mut rng, 0, unique);
+            assert_eq!(op.parts.len(), 2);
+            assert_ne!(op.parts[0].key, op.parts[1].key);
+            assert!(matches!(op.command, Command::MGet { .. } | Command::MSet { .. }));
+        }
+    }
+
+    #[test]
     fn conflict_rate_is_respected() {
         // Goal: about `rate` of the commands land on the hot key.
         let spec = WorkloadSpec::from_name("conflict:0.1").unwrap();
         let generator = Generator::new(&spec);
         let mut rng = ChaCha8Rng::seed_from_u64(7);
-        let hot = (0..10_000).filter(|&i| generator.next(&mut rng, 3, i).key == "hot").count();
+        let hot = (0..10_000).filter(|&i| generator.next(&mut rng, 3, i).parts[0].key == "hot").count();
         assert!((800..1200).contains(&hot), "{hot} of 10000 on the hot key");
     }
 }

@@ -5,11 +5,11 @@
 use crate::clock::SimClock;
 use crate::config::SimConfig;
 use crate::faults::{Fault, RandomPlanScope};
-use crate::workload::Generator;
+use crate::workload::{GeneratedPart, Generator};
 use ordo_check::history::{EventKind, HistoryEvent, OpKind};
 use ordo_core::{
-    CommandResult, Effect, Node, NodeContext, NodeId, NodeSpec, NodeStats, Outbox, PersistMode, Protocol, Role,
-    Submission, Topology,
+    CommandResult, CrashModel, Effect, Node, NodeContext, NodeId, NodeSpec, NodeStats, Outbox, PersistMode, Protocol,
+    Role, Submission, Topology,
 };
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -74,7 +74,8 @@ pub(crate) struct NodeSlot<P: Protocol> {
     pub spec: NodeSpec,
     incarnation: u64,
     pub clock: SimClock,
-    timers: BTreeMap<P::Timer, u64>,
+    /// Pending timers: generation, and the local reading to wait for (absolute timers).
+    timers: BTreeMap<P::Timer, (u64, Option<u64>)>,
     timer_generation: u64,
     costed: bool,
     busy_until: u64,
@@ -105,10 +106,20 @@ impl<P: Protocol> NodeSlot<P> {
 /// An operation a workload client is waiting on.
 struct Outstanding {
     op: u64,
-    kind: OpKind,
-    key: String,
-    value: Option<String>,
+    parts: Vec<GeneratedPart>,
     arrival_ns: u64,
+}
+
+/// History client ids of the second and later keys of a multi-key operation start here, so that
+/// each key's part is one operation of its own history client (one outstanding each).
+pub const HISTORY_PART_CLIENT_BASE: u64 = 1 << 40;
+/// Most keys of one operation the history can record.
+const PARTS_MAX: u64 = 8;
+
+/// The history client id of part `part` of an operation by history process `process`.
+fn history_client(process: u64, part: usize) -> u64 {
+    assert!((part as u64) < PARTS_MAX, "at most {PARTS_MAX} keys per recorded operation");
+    if part == 0 { process } else { HISTORY_PART_CLIENT_BASE + process * PARTS_MAX + part as u64 }
 }
 
 /// A simulated application thread using one protocol client node.
@@ -215,6 +226,9 @@ impl<P: Protocol> World<P> {
             .try_into()
             .map_err(|e| format!("[protocol] options for {}: {e}", P::NAME))?;
         P::validate_config(&protocol_config)?;
+        if config.shards > 1 && !P::supports_shards() {
+            return Err(format!("{} does not support partial replication: use --shards 1", P::NAME));
+        }
         let topology = Arc::new(build_topology::<P>(&config, &protocol_config));
         let jitter = (config.latency.jitter_mean_ns > 0)
             .then(|| Exp::new(1.0 / config.latency.jitter_mean_ns as f64).expect("positive"));
@@ -333,7 +347,8 @@ impl<P: Protocol> World<P> {
                 duration_ns: self.config.duration_ns,
             };
             let mut rng = stream(self.config.seed, 4);
-            faults.extend(self.config.faults.draw_random(&mut rng, &scope));
+            let drawn = self.config.faults.draw_random(&mut rng, &scope);
+            faults.extend(self.fit_crash_model(drawn));
             // The durable-write latency is part of the world drawn from the seed, so that crashes
             // land between a write and the sends that wait for it.
             self.config.persist_ns = [0, 5_000, 50_000][rng.random_range(0..3)];
@@ -347,6 +362,31 @@ impl<P: Protocol> World<P> {
         for i in 1..checks {
             self.schedule(self.config.duration_ns * i / checks, Event::AgreementCheck);
         }
+    }
+
+    /// For protocols whose crashed replicas stay down, a random plan's crashes become permanent,
+    /// and at most f replicas of a shard crash.
+    fn fit_crash_model(&self, faults: Vec<Fault>) -> Vec<Fault> {
+        if P::crash_model() == CrashModel::Recover {
+            return faults;
+        }
+        let mut crashed: Vec<usize> = vec![0; self.topology.shards.len()];
+        let mut seen: Vec<u32> = Vec::new();
+        faults
+            .into_iter()
+            .filter_map(|fault| match fault {
+                Fault::Crash { node, at_ns, .. } => {
+                    let shard = self.topology.node(NodeId(node)).shard?;
+                    if seen.contains(&node) || crashed[shard] >= self.config.f() {
+                        return None;
+                    }
+                    seen.push(node);
+                    crashed[shard] += 1;
+                    Some(Fault::Crash { node, at_ns, restart_ns: None })
+                }
+                other => Some(other),
+            })
+            .collect()
     }
 
     fn start_clients(&mut self) {
@@ -401,10 +441,21 @@ impl<P: Protocol> World<P> {
             Event::Arrive { to, input } => self.on_arrive(to, input),
             Event::TimerFire { node, incarnation, timer, generation } => {
                 let slot = &mut self.nodes[node.index()];
-                if slot.incarnation == incarnation && slot.timers.get(&timer) == Some(&generation) {
-                    slot.timers.remove(&timer);
-                    self.on_arrive(node, Input::Timer(timer));
+                let Some(&(pending, local_target)) = slot.timers.get(&timer) else { return };
+                if slot.incarnation != incarnation || pending != generation {
+                    return;
                 }
+                // An absolute timer whose clock jumped back waits until the clock gets there again.
+                if let Some(local_ns) = local_target {
+                    let reading = slot.clock.read(self.now, &mut self.clock_rng);
+                    if reading.local_ns < local_ns {
+                        let at = slot.clock.true_time_of(local_ns, self.now).max(self.now + 1);
+                        self.schedule(at, Event::TimerFire { node, incarnation, timer, generation });
+                        return;
+                    }
+                }
+                slot.timers.remove(&timer);
+                self.on_arrive(node, Input::Timer(timer));
             }
             Event::Wake { node, incarnation } => self.on_wake(node, incarnation),
             Event::PersistDone { node, incarnation } => self.on_persist_done(node, incarnation),
@@ -555,8 +606,17 @@ impl<P: Protocol> World<P> {
                 let slot = &mut self.nodes[id.index()];
                 slot.timer_generation += 1;
                 let generation = slot.timer_generation;
-                slot.timers.insert(timer.clone(), generation);
+                slot.timers.insert(timer.clone(), (generation, None));
                 let at = self.now + slot.clock.true_duration_ns(after_ns).max(1);
+                let incarnation = slot.incarnation;
+                self.schedule(at, Event::TimerFire { node: id, incarnation, timer, generation });
+            }
+            Effect::SetTimerAt { timer, local_ns } => {
+                let slot = &mut self.nodes[id.index()];
+                slot.timer_generation += 1;
+                let generation = slot.timer_generation;
+                slot.timers.insert(timer.clone(), (generation, Some(local_ns)));
+                let at = slot.clock.true_time_of(local_ns, self.now).max(self.now);
                 let incarnation = slot.incarnation;
                 self.schedule(at, Event::TimerFire { node: id, incarnation, timer, generation });
             }
@@ -747,16 +807,17 @@ impl<P: Protocol> World<P> {
         self.next_op += 1;
         let generated = self.generator.next(&mut self.workload_rng, client, op);
         let state = &mut self.clients[client];
-        self.history.push(HistoryEvent {
-            client: state.process,
-            kind: EventKind::Invoke,
-            time_ns: self.now,
-            op: generated.kind,
-            key: generated.key.clone(),
-            value: generated.value.clone(),
-        });
-        state.outstanding =
-            Some(Outstanding { op, kind: generated.kind, key: generated.key, value: generated.value, arrival_ns });
+        for (index, part) in generated.parts.iter().enumerate() {
+            self.history.push(HistoryEvent {
+                client: history_client(state.process, index),
+                kind: EventKind::Invoke,
+                time_ns: self.now,
+                op: part.kind,
+                key: part.key.clone(),
+                value: part.value.clone(),
+            });
+        }
+        state.outstanding = Some(Outstanding { op, parts: generated.parts, arrival_ns });
         let node = state.node;
         self.schedule(self.now + self.config.workload.op_timeout_ns, Event::ClientTimeout { client, op });
         self.on_arrive(node, Input::Submit(Submission { op, command: generated.command }));
@@ -786,27 +847,30 @@ impl<P: Protocol> World<P> {
         let Some(outstanding) = state.outstanding.take_if(|o| o.op == op) else {
             return; // a late completion of an operation the client already gave up on
         };
-        let (kind, value) = match (&result, outstanding.kind) {
-            (CommandResult::Error(_), _) => (EventKind::Fail, outstanding.value),
-            (CommandResult::Value(v), OpKind::Read) => (EventKind::Ok, Some(String::from_utf8_lossy(v).into_owned())),
-            (_, OpKind::Read) => (EventKind::Ok, None),
-            (_, _) => (EventKind::Ok, outstanding.value),
-        };
-        if kind == EventKind::Ok {
+        let failed = matches!(result, CommandResult::Error(_));
+        if failed {
+            self.outcome.failed += 1;
+        } else {
             self.outcome.committed += 1;
             state.last_ok_ns = self.now;
             state.latencies_ns.push(self.now - outstanding.arrival_ns);
-        } else {
-            self.outcome.failed += 1;
         }
-        self.history.push(HistoryEvent {
-            client: state.process,
-            kind,
-            time_ns: self.now,
-            op: outstanding.kind,
-            key: outstanding.key,
-            value,
-        });
+        let read_values: Vec<Option<String>> = match result {
+            CommandResult::Value(v) => vec![Some(String::from_utf8_lossy(&v).into_owned())],
+            CommandResult::Values(values) => {
+                values.into_iter().map(|v| v.map(|v| String::from_utf8_lossy(&v).into_owned())).collect()
+            }
+            _ => Vec::new(),
+        };
+        for (index, part) in outstanding.parts.into_iter().enumerate() {
+            let (kind, value) = match (failed, part.kind) {
+                (true, _) => (EventKind::Fail, part.value),
+                (false, OpKind::Read) => (EventKind::Ok, read_values.get(index).cloned().flatten()),
+                (false, _) => (EventKind::Ok, part.value),
+            };
+            let client = history_client(state.process, index);
+            self.history.push(HistoryEvent { client, kind, time_ns: self.now, op: part.kind, key: part.key, value });
+        }
         self.schedule(self.now, Event::ClientNext { client });
     }
 
@@ -814,14 +878,16 @@ impl<P: Protocol> World<P> {
         let state = &mut self.clients[client];
         let Some(outstanding) = state.outstanding.take_if(|o| o.op == op) else { return };
         self.outcome.unknown += 1;
-        self.history.push(HistoryEvent {
-            client: state.process,
-            kind: EventKind::Info,
-            time_ns: self.now,
-            op: outstanding.kind,
-            key: outstanding.key,
-            value: outstanding.value,
-        });
+        for (index, part) in outstanding.parts.into_iter().enumerate() {
+            self.history.push(HistoryEvent {
+                client: history_client(state.process, index),
+                kind: EventKind::Info,
+                time_ns: self.now,
+                op: part.kind,
+                key: part.key,
+                value: part.value,
+            });
+        }
         // After an unknown outcome the history never reuses the client id.
         state.process = self.next_process;
         self.next_process += 1;

@@ -73,6 +73,7 @@ where
                 Effect::Multicast { to, message, after: Some(ticket) } => out.multicast_after(ticket, &to, message),
                 Effect::Complete { op, result } => out.complete(op, result),
                 Effect::SetTimer { timer, after_ns } => out.set_timer(timer, after_ns),
+                Effect::SetTimerAt { timer, local_ns } => out.set_timer_at(timer, local_ns),
                 Effect::CancelTimer { timer } => out.cancel_timer(timer),
                 Effect::Persist { record, mode, ticket } => {
                     let forwarded = out.persist(record, mode);
