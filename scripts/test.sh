@@ -17,6 +17,27 @@ for protocol in $("$ordo" protocols | awk '{print $1}'); do
   "$ordo" sim --protocol "$protocol" --seeds 1..200 --faults random --duration 1s --clients 6 | tail -n 3
 done
 
+echo "== real runtime: a local cluster per protocol, driven by redis-benchmark (the real-process"
+echo "   tests with Redis clients and a killed leader ran with the unit tests: crates/cli/tests/runtime.rs)"
+if command -v redis-benchmark >/dev/null; then
+  for protocol in $("$ordo" protocols | awk '{print $1}'); do
+    data=$(mktemp -d)
+    "$ordo" cluster up --protocol "$protocol" --replicas 3 --redis-port 7399 --port-base 7700 \
+      --data-dir "$data" --status-every 0 > "$data/up.log" 2>&1 &
+    up=$!
+    for _ in $(seq 100); do redis-cli -p 7399 ping >/dev/null 2>&1 && break; sleep 0.2; done
+    out=$(timeout 120 redis-benchmark -p 7399 -t set,get -n 20000 -c 20 -P 4 -q 2>&1 | tr '\r' '\n' | grep -i -E "per second|error" || true)
+    kill -INT "$up"; wait "$up" || true
+    rm -rf "$data"
+    echo "$protocol: $(echo "$out" | tr '\n' ' ')"
+    if echo "$out" | grep -qi error || ! echo "$out" | grep -q "GET:"; then
+      echo "redis-benchmark against $protocol failed" >&2; exit 1
+    fi
+  done
+else
+  echo "redis-benchmark not installed: skipped"
+fi
+
 echo "== ordo check on a recorded history"
 history=$(mktemp)
 "$ordo" sim --protocol multipaxos --duration 1s --seed 7 --history "$history" > /dev/null

@@ -1,7 +1,10 @@
 //! The `ordo` command: list protocols, run simulations (one seed or a seed search), check
 //! histories.
 
+mod bench_command;
 mod check_command;
+mod cluster_command;
+mod node_command;
 mod parse;
 mod sim_command;
 
@@ -31,6 +34,13 @@ enum Command {
         /// The history file.
         history: std::path::PathBuf,
     },
+    /// Run one node of a cluster file over UDP (a replica, another role, or the Redis gateway).
+    Node(node_command::NodeArgs),
+    /// Run a local cluster of processes on 127.0.0.1 with a Redis gateway.
+    #[command(subcommand)]
+    Cluster(cluster_command::ClusterCommand),
+    /// Benchmark protocols on local clusters: throughput-latency sweeps, CSV/JSON and PNG plots.
+    Bench(Box<bench_command::BenchArgs>),
 }
 
 fn main() -> ExitCode {
@@ -44,5 +54,8 @@ fn main() -> ExitCode {
         }
         Command::Sim(args) => sim_command::run(*args),
         Command::Check { history } => check_command::run(&history),
+        Command::Node(args) => node_command::run(args),
+        Command::Cluster(command) => cluster_command::run(command),
+        Command::Bench(args) => bench_command::run(*args),
     }
 }

@@ -231,7 +231,7 @@ mod tests {
         assert_eq!(one, two);
         assert_eq!(two, three);
         let hash_of = |state: &KeyState| {
-            let mut hasher = crate::fixed_hash::FixedHasher::default();
+            let mut hasher = rustc_hash::FxHasher::default();
             state.hash(&mut hasher);
             hasher.finish()
         };

@@ -1,0 +1,177 @@
+//! `ordo bench`: starts a local cluster per protocol, drives it with the native client (the
+//! gateway's pool of protocol client nodes, hosted in this process), sweeps the offered load,
+//! and writes CSV, JSON and PNG plots.
+
+use crate::cluster_command::{LocalCluster, UpArgs, cluster_file};
+use crate::parse;
+use clap::Args;
+use ordo_bench::load::{self, Point, PointResult};
+use ordo_bench::workload::Workload;
+use ordo_core::Protocol;
+use ordo_net::ClusterFile;
+use ordo_protocols::{ProtocolVisitor, with_protocol};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// Options of `ordo bench`.
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    /// Protocol name.
+    #[arg(long, conflicts_with = "protocols")]
+    protocol: Option<String>,
+    /// Several protocols, compared in one sweep: multipaxos,nezha,unreplicated.
+    #[arg(long, value_delimiter = ',')]
+    protocols: Vec<String>,
+    /// Replicas.
+    #[arg(long, default_value_t = 3)]
+    replicas: usize,
+    /// Closed-loop clients; a list (1,8,32) sweeps the load.
+    #[arg(long, value_delimiter = ',', default_value = "16")]
+    clients: Vec<usize>,
+    /// Open-loop Poisson arrivals per second (total); a list (1000,5000,20000) sweeps the load.
+    #[arg(long, value_delimiter = ',')]
+    rate: Vec<f64>,
+    /// Measured time per load point.
+    #[arg(long, value_parser = parse::duration_ns, default_value = "30s")]
+    duration: u64,
+    /// Warm-up per load point, not measured.
+    #[arg(long, value_parser = parse::duration_ns, default_value = "2s")]
+    warmup: u64,
+    /// ycsb-a, ycsb-b, ycsb-c, uniform:N, conflict:RATE.
+    #[arg(long, default_value = "ycsb-a")]
+    workload: String,
+    /// Output directory.
+    #[arg(long, default_value = "results")]
+    out: PathBuf,
+    /// Protocol client nodes in the load generator (operations in flight at most).
+    #[arg(long, default_value_t = 256)]
+    gateway_clients: usize,
+    /// First UDP port of the clusters.
+    #[arg(long, default_value_t = 7500)]
+    port_base: u16,
+    /// Protocol option key=value (repeatable).
+    #[arg(long = "set", value_parser = parse::protocol_option)]
+    protocol_options: Vec<(String, toml::Value)>,
+    /// Skip fsync.
+    #[arg(long)]
+    no_fsync: bool,
+}
+
+struct Drive<'a>(&'a ClusterFile, &'a Workload, &'a [Point]);
+
+impl ProtocolVisitor for Drive<'_> {
+    type Output = Result<Vec<PointResult>, ordo_net::HostError>;
+    fn visit<P: Protocol>(self) -> Self::Output {
+        load::run::<P>(self.0, "gw", self.1, self.2, &mut |line| eprintln!("{line}"))
+    }
+}
+
+/// Runs `ordo bench`.
+pub fn run(args: BenchArgs) -> ExitCode {
+    let protocols: Vec<String> = match &args.protocol {
+        Some(p) => vec![p.clone()],
+        None => args.protocols.clone(),
+    };
+    if protocols.is_empty() {
+        eprintln!("error: name --protocol P or --protocols A,B");
+        return ExitCode::from(2);
+    }
+    let workload = match Workload::parse(&args.workload) {
+        Ok(workload) => workload,
+        Err(error) => {
+            eprintln!("error: {error}");
+            return ExitCode::from(2);
+        }
+    };
+    let (duration, warmup) = (Duration::from_nanos(args.duration), Duration::from_nanos(args.warmup));
+    let points: Vec<Point> = if args.rate.is_empty() {
+        args.clients.iter().map(|&clients| Point { clients, rate: None, duration, warmup }).collect()
+    } else {
+        args.rate.iter().map(|&rate| Point { clients: 0, rate: Some(rate), duration, warmup }).collect()
+    };
+    let mut results = Vec::new();
+    for (index, protocol) in protocols.iter().enumerate() {
+        let up = UpArgs {
+            protocol: protocol.clone(),
+            replicas: args.replicas,
+            clients: args.gateway_clients,
+            redis_port: 0,
+            port_base: args.port_base + index as u16 * 20,
+            data_dir: None,
+            protocol_options: args.protocol_options.clone(),
+            no_fsync: args.no_fsync,
+            status_every: 0,
+        };
+        let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+        let data_dir = std::env::temp_dir().join(format!("ordo-bench-{}-{stamp}", std::process::id()));
+        let mut file = match cluster_file(&up, data_dir) {
+            Ok(file) => file,
+            Err(error) => {
+                eprintln!("error: {protocol}: {error}");
+                return ExitCode::from(2);
+            }
+        };
+        for node in &mut file.nodes {
+            node.redis = None;
+        }
+        eprintln!("== {protocol}: {} replicas, workload {}", args.replicas, args.workload);
+        let mut cluster = match LocalCluster::start(file) {
+            Ok(cluster) => cluster,
+            Err(error) => {
+                eprintln!("error: {error}");
+                return ExitCode::from(1);
+            }
+        };
+        if let Err(error) = cluster.wait_ready(Duration::from_secs(20)) {
+            eprintln!("error: {error}");
+            return ExitCode::from(1);
+        }
+        for point in &points {
+            match point.rate {
+                Some(rate) => eprintln!("-- {protocol}: open loop, {rate:.0} ops/s offered"),
+                None => eprintln!("-- {protocol}: closed loop, {} clients", point.clients),
+            }
+            match with_protocol(protocol, Drive(&cluster.file, &workload, std::slice::from_ref(point))) {
+                Ok(Ok(mut measured)) => {
+                    for r in &measured {
+                        println!(
+                            "{:<14} clients {:>4} offered {:>8} -> {:>9.0} ops/s  p50 {:>6} us  p99 {:>7} us  errors {} timeouts {}",
+                            r.protocol,
+                            r.clients,
+                            r.offered_per_s.map_or("-".into(), |o| format!("{o:.0}")),
+                            r.throughput_per_s,
+                            r.latency_us[0],
+                            r.latency_us[2],
+                            r.errors,
+                            r.timeouts
+                        );
+                    }
+                    results.append(&mut measured);
+                }
+                Ok(Err(error)) => {
+                    eprintln!("error: {protocol}: {error}");
+                    return ExitCode::from(1);
+                }
+                Err(unknown) => {
+                    eprintln!("error: {unknown}");
+                    return ExitCode::from(2);
+                }
+            }
+        }
+        cluster.stop();
+        let _ = std::fs::remove_dir_all(&cluster.file.data_dir);
+    }
+    match ordo_bench::output::write_all(&args.out, &results) {
+        Ok(paths) => {
+            for path in paths {
+                println!("wrote {path}");
+            }
+            ExitCode::SUCCESS
+        }
+        Err(error) => {
+            eprintln!("error: {error}");
+            ExitCode::from(1)
+        }
+    }
+}

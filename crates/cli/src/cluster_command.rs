@@ -1,0 +1,307 @@
+//! `ordo cluster up`: a whole local cluster as separate processes on 127.0.0.1, with a Redis
+//! gateway. Prints how to connect and the nodes' states, and stops every child on Ctrl-C (and,
+//! through PR_SET_PDEATHSIG, when this process dies).
+
+use crate::parse;
+use clap::{Args, Subcommand};
+use ordo_core::Protocol;
+use ordo_net::ClusterFile;
+use ordo_protocols::{ProtocolVisitor, with_protocol};
+use std::net::SocketAddr;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ExitCode};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// `ordo cluster` subcommands.
+#[derive(Subcommand, Debug)]
+pub enum ClusterCommand {
+    /// Start a local cluster and its Redis gateway; Ctrl-C stops it.
+    Up(UpArgs),
+}
+
+/// Options of `ordo cluster up`.
+#[derive(Args, Debug, Clone)]
+pub struct UpArgs {
+    /// Protocol name (see `ordo protocols`).
+    #[arg(long)]
+    pub protocol: String,
+    /// Replicas.
+    #[arg(long, default_value_t = 3)]
+    pub replicas: usize,
+    /// Protocol client nodes in the gateway (concurrent operations in flight).
+    #[arg(long, default_value_t = 64)]
+    pub clients: usize,
+    /// The gateway's Redis port on 127.0.0.1.
+    #[arg(long, default_value_t = 7379)]
+    pub redis_port: u16,
+    /// First UDP port; metrics ports start 1000 above.
+    #[arg(long, default_value_t = 7400)]
+    pub port_base: u16,
+    /// Directory for the cluster file and the nodes' durable files (default: a fresh temporary one).
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    /// Protocol option key=value (repeatable), e.g. --set batch_max=16.
+    #[arg(long = "set", value_parser = parse::protocol_option)]
+    pub protocol_options: Vec<(String, toml::Value)>,
+    /// Skip fsync (writes still go to the file); for comparisons with in-memory stores.
+    #[arg(long)]
+    pub no_fsync: bool,
+    /// How often to print the nodes' states (0: never).
+    #[arg(long, value_parser = duration_or_zero, default_value = "2s")]
+    pub status_every: u64,
+}
+
+/// A duration, or 0 for "never".
+fn duration_or_zero(text: &str) -> Result<u64, String> {
+    if text.trim() == "0" { Ok(0) } else { parse::duration_ns(text) }
+}
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    STOP.store(true, Ordering::SeqCst);
+}
+
+struct BuildFile<'a>(&'a UpArgs, PathBuf);
+
+impl ProtocolVisitor for BuildFile<'_> {
+    type Output = Result<ClusterFile, String>;
+    fn visit<P: Protocol>(self) -> Self::Output {
+        let args = self.0;
+        let options: toml::Table = args.protocol_options.iter().cloned().collect();
+        let config: P::Config =
+            toml::Value::Table(options.clone()).try_into().map_err(|e| format!("protocol options: {e}"))?;
+        P::validate_config(&config)?;
+        let mut file = ClusterFile::local::<P>(
+            &config,
+            options,
+            args.replicas,
+            args.clients,
+            args.port_base,
+            Some(args.redis_port),
+            self.1,
+        );
+        file.runtime.fsync = !args.no_fsync;
+        file.placement::<P>(&config).map_err(|e| e.to_string())?;
+        Ok(file)
+    }
+}
+
+/// Builds the cluster file of `cluster up` (also used by `ordo bench`).
+pub fn cluster_file(args: &UpArgs, data_dir: PathBuf) -> Result<ClusterFile, String> {
+    with_protocol(&args.protocol, BuildFile(args, data_dir)).map_err(|e| e.to_string())?
+}
+
+/// Starts `ordo node` for `name`; the child dies with this process.
+pub fn spawn_node(config: &Path, name: &str, log: &Path) -> std::io::Result<Child> {
+    let exe = std::env::current_exe()?;
+    let log = std::fs::File::create(log)?;
+    let mut command = std::process::Command::new(exe);
+    command.args(["node", "--config"]).arg(config).args(["--id", name]);
+    command.stdin(std::process::Stdio::null()).stdout(log.try_clone()?).stderr(log);
+    // SAFETY: only async-signal-safe calls (prctl, setpgid) between fork and exec.
+    unsafe {
+        command.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            // Its own process group: the terminal's Ctrl-C reaches only `cluster up`, which then
+            // stops the children in order.
+            libc::setpgid(0, 0);
+            Ok(())
+        });
+    }
+    command.spawn()
+}
+
+/// A running local cluster.
+pub struct LocalCluster {
+    /// The cluster file.
+    pub file: ClusterFile,
+    /// Where it was written.
+    pub path: PathBuf,
+    /// Node name and process of each node.
+    pub children: Vec<(String, Child)>,
+}
+
+impl LocalCluster {
+    /// Writes the file and starts every node, replicas first and the gateway last.
+    pub fn start(file: ClusterFile) -> Result<Self, String> {
+        std::fs::create_dir_all(&file.data_dir).map_err(|e| format!("{}: {e}", file.data_dir.display()))?;
+        let path = file.data_dir.join("cluster.toml");
+        std::fs::write(&path, file.to_toml()).map_err(|e| format!("{}: {e}", path.display()))?;
+        let mut cluster = LocalCluster { file, path, children: Vec::new() };
+        for entry in cluster.file.nodes.clone() {
+            if entry.role == ordo_net::config::FileRole::Gateway && entry.redis.is_none() {
+                continue; // a gateway without a Redis port is hosted in-process (ordo bench)
+            }
+            let log = cluster.file.data_dir.join(format!("{}.log.txt", entry.name));
+            let child =
+                spawn_node(&cluster.path, &entry.name, &log).map_err(|e| format!("start {}: {e}", entry.name))?;
+            cluster.children.push((entry.name.clone(), child));
+        }
+        Ok(cluster)
+    }
+
+    /// Waits until every child's metrics endpoint answers (or `timeout`).
+    pub fn wait_ready(&mut self, timeout: Duration) -> Result<(), String> {
+        let deadline = Instant::now() + timeout;
+        for (name, child) in &mut self.children {
+            let entry = &self.file.nodes[self.file.entry(name).map_err(|e| e.to_string())?];
+            let Some(address) = entry.metrics else { continue };
+            loop {
+                if let Ok(Some(status)) = child.try_wait() {
+                    return Err(format!(
+                        "{name} exited with {status}; see {}",
+                        self.file.data_dir.join(format!("{name}.log.txt")).display()
+                    ));
+                }
+                if ordo_net::metrics::fetch(address, "/status", Duration::from_millis(200)).is_some() {
+                    break;
+                }
+                if Instant::now() > deadline {
+                    return Err(format!("{name} did not start in time"));
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        Ok(())
+    }
+
+    /// Stops every child: SIGTERM, then SIGKILL after a grace period.
+    pub fn stop(&mut self) {
+        for (_, child) in &self.children {
+            // SAFETY: signalling a child we started, by its pid.
+            unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+        }
+        let deadline = Instant::now() + Duration::from_secs(3);
+        for (_, child) in &mut self.children {
+            while matches!(child.try_wait(), Ok(None)) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for LocalCluster {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// One line per node from its `/status`.
+pub fn status_lines(file: &ClusterFile) -> Vec<String> {
+    let mut lines = Vec::new();
+    for entry in &file.nodes {
+        let Some(address) = entry.metrics else { continue };
+        let line = match ordo_net::metrics::fetch(address, "/status", Duration::from_millis(500))
+            .and_then(|body| serde_json::from_str::<serde_json::Value>(&body).ok())
+        {
+            None => "unreachable".to_string(),
+            Some(status) => describe(&status),
+        };
+        lines.push(format!("  {:<10} {:<9} {line}", entry.name, format!("{:?}", entry.role).to_lowercase()));
+    }
+    lines
+}
+
+fn describe(status: &serde_json::Value) -> String {
+    let transport = &status["transport"];
+    if status["role"] == "gateway" {
+        let latency = &status["latency_us"];
+        return format!(
+            "ops {} (timed out {}), busy clients {}, queued {}, p50 {}us p99 {}us",
+            transport["operations_completed"],
+            transport["operations_timed_out"],
+            transport["clients_busy"],
+            transport["requests_queued"],
+            latency[0][1],
+            latency[2][1]
+        );
+    }
+    let node = &status["nodes"][0];
+    format!(
+        "{} | executed {} commits fast/slow {}/{} | msgs in/out {}/{}",
+        node["status"].as_str().unwrap_or("?"),
+        node["stats"]["executed"],
+        node["stats"]["fast_path_commits"],
+        node["stats"]["slow_path_commits"],
+        transport["messages_received"],
+        transport["messages_sent"]
+    )
+}
+
+fn fresh_dir(prefix: &str) -> PathBuf {
+    let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    std::env::temp_dir().join(format!("{prefix}-{}-{stamp}", std::process::id()))
+}
+
+/// Runs `ordo cluster ...`.
+pub fn run(command: ClusterCommand) -> ExitCode {
+    let ClusterCommand::Up(args) = command;
+    let data_dir = args.data_dir.clone().unwrap_or_else(|| fresh_dir("ordo-cluster"));
+    let file = match cluster_file(&args, data_dir) {
+        Ok(file) => file,
+        Err(error) => {
+            eprintln!("error: {error}");
+            return ExitCode::from(2);
+        }
+    };
+    // SAFETY: the handler only stores to an atomic.
+    unsafe {
+        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
+    }
+    let mut cluster = match LocalCluster::start(file) {
+        Ok(cluster) => cluster,
+        Err(error) => {
+            eprintln!("error: {error}");
+            return ExitCode::from(1);
+        }
+    };
+    for (name, child) in &cluster.children {
+        println!("started {name} pid {}", child.id());
+    }
+    if let Err(error) = cluster.wait_ready(Duration::from_secs(20)) {
+        eprintln!("error: {error}");
+        return ExitCode::from(1);
+    }
+    let redis: Option<SocketAddr> = cluster.file.nodes.iter().find_map(|n| n.redis);
+    println!(
+        "{} cluster with {} replicas is up (cluster file {})",
+        args.protocol,
+        args.replicas,
+        cluster.path.display()
+    );
+    if let Some(redis) = redis {
+        println!("connect with: redis-cli -p {}    (Redis protocol on {redis})", redis.port());
+    }
+    for entry in &cluster.file.nodes {
+        if let Some(metrics) = entry.metrics {
+            println!("  {:<10} metrics http://{metrics}/metrics", entry.name);
+        }
+    }
+    println!("Ctrl-C stops the cluster.");
+    let mut next_status = Instant::now() + Duration::from_nanos(args.status_every);
+    while !STOP.load(Ordering::SeqCst) {
+        std::thread::sleep(Duration::from_millis(50));
+        for (name, child) in &mut cluster.children {
+            if let Ok(Some(status)) = child.try_wait() {
+                println!("{name} exited ({status})");
+            }
+        }
+        cluster.children.retain_mut(|(_, child)| matches!(child.try_wait(), Ok(None)));
+        if args.status_every > 0 && Instant::now() >= next_status {
+            next_status = Instant::now() + Duration::from_nanos(args.status_every);
+            println!("-- nodes");
+            for line in status_lines(&cluster.file) {
+                println!("{line}");
+            }
+        }
+    }
+    println!("stopping the cluster");
+    cluster.stop();
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,52 @@
+//! `ordo node`: runs one node of a cluster file (a replica, another role, or a gateway).
+
+use clap::Args;
+use ordo_core::Protocol;
+use ordo_net::ClusterFile;
+use ordo_protocols::{ProtocolVisitor, with_protocol};
+use std::process::ExitCode;
+
+/// Options of `ordo node`.
+#[derive(Args, Debug)]
+pub struct NodeArgs {
+    /// The cluster file (TOML: protocol, options, every node with role and addresses).
+    #[arg(long)]
+    config: std::path::PathBuf,
+    /// The name of the node to run, as the cluster file lists it (e.g. r1, gw).
+    #[arg(long)]
+    id: String,
+}
+
+struct RunNode<'a> {
+    cluster: &'a ClusterFile,
+    name: &'a str,
+}
+
+impl ProtocolVisitor for RunNode<'_> {
+    type Output = Result<(), ordo_net::HostError>;
+    fn visit<P: Protocol>(self) -> Self::Output {
+        ordo_net::node::run::<P>(self.cluster, self.name)
+    }
+}
+
+/// Runs `ordo node`.
+pub fn run(args: NodeArgs) -> ExitCode {
+    let text = match std::fs::read_to_string(&args.config) {
+        Ok(text) => text,
+        Err(error) => return fail(format!("cannot read {}: {error}", args.config.display())),
+    };
+    let cluster = match ClusterFile::parse(&text) {
+        Ok(cluster) => cluster,
+        Err(error) => return fail(error.to_string()),
+    };
+    match with_protocol(&cluster.protocol, RunNode { cluster: &cluster, name: &args.id }) {
+        Ok(Ok(())) => ExitCode::SUCCESS,
+        Ok(Err(error)) => fail(format!("node {}: {error}", args.id)),
+        Err(unknown) => fail(unknown.to_string()),
+    }
+}
+
+fn fail(message: String) -> ExitCode {
+    eprintln!("error: {message}");
+    ExitCode::from(2)
+}

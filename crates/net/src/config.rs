@@ -1,0 +1,352 @@
+//! The cluster file: the protocol, its options, and every node with its role and addresses.
+//!
+//! ```toml
+//! protocol = "multipaxos"
+//! data_dir = "/tmp/ordo"
+//! [protocol_options]          # the protocol's own Config, as in `ordo sim --set`
+//! [[node]]
+//! name = "r1"
+//! role = "replica"
+//! addr = "127.0.0.1:7401"
+//! metrics = "127.0.0.1:9401"
+//! [[node]]
+//! name = "gw"
+//! role = "gateway"            # hosts `clients` protocol client nodes and the Redis port
+//! addr = "127.0.0.1:7400"
+//! redis = "127.0.0.1:7379"
+//! clients = 32
+//! ```
+//!
+//! Node ids follow the simulator's order: replicas in file order, then the protocol's extra
+//! roles in the order `Protocol::extra_roles` lists them, then each gateway's client nodes.
+
+use ordo_core::{NodeId, NodeSpec, Protocol, Role, Topology};
+use ordo_sim::FaultPlan;
+use serde::{Deserialize, Serialize};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use thiserror::Error;
+
+/// Most client nodes one gateway may host.
+pub const GATEWAY_CLIENTS_MAX: usize = 1_024;
+
+/// A problem with a cluster file.
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    /// Not valid TOML or a field is wrong.
+    #[error("cluster file: {0}")]
+    Parse(String),
+    /// The nodes do not make a cluster the protocol can run.
+    #[error("cluster file: {0}")]
+    Invalid(String),
+    /// No node of that name.
+    #[error("no node named `{0}` in the cluster file")]
+    UnknownNode(String),
+}
+
+/// What a node entry of the cluster file runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FileRole {
+    /// A replica.
+    Replica,
+    /// A proxy (extra role).
+    Proxy,
+    /// A sequencer (extra role).
+    Sequencer,
+    /// A controller (extra role).
+    Controller,
+    /// A process hosting protocol client nodes and a Redis port.
+    Gateway,
+}
+
+impl FileRole {
+    fn role(self) -> Option<Role> {
+        match self {
+            FileRole::Replica => Some(Role::Replica),
+            FileRole::Proxy => Some(Role::Proxy),
+            FileRole::Sequencer => Some(Role::Sequencer),
+            FileRole::Controller => Some(Role::Controller),
+            FileRole::Gateway => None,
+        }
+    }
+}
+
+/// Clock options of a node: an injected offset and drift on top of the system clock.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ClockOptions {
+    /// Added to the system clock, in ns (negative: behind).
+    pub offset_ns: i64,
+    /// Rate error in parts per million.
+    pub drift_ppm: f64,
+    /// The error bound the clock claims, in ns.
+    pub error_bound_ns: u64,
+}
+
+/// One node entry.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeEntry {
+    /// Name used on the command line (`--id r1`).
+    pub name: String,
+    /// What it runs.
+    pub role: FileRole,
+    /// UDP address of its protocol traffic.
+    pub addr: SocketAddr,
+    /// HTTP address serving Prometheus text (`/metrics`) and status (`/status`).
+    #[serde(default)]
+    pub metrics: Option<SocketAddr>,
+    /// Gateways: the Redis (RESP) address; none for a gateway driven in-process (benchmarks).
+    #[serde(default)]
+    pub redis: Option<SocketAddr>,
+    /// Gateways: how many protocol client nodes to host.
+    #[serde(default)]
+    pub clients: Option<usize>,
+    /// Clock skew injected into this node.
+    #[serde(default)]
+    pub clock: ClockOptions,
+}
+
+/// Transport and storage options shared by every node.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RuntimeOptions {
+    /// Largest datagram sent, in bytes.
+    pub datagram_max: usize,
+    /// `fsync` durable writes before held sends leave (false: only `write`, for benchmarks
+    /// that compare against an in-memory store; a crash of the machine may then lose data).
+    pub fsync: bool,
+    /// A gateway gives up on an operation after this long and replies an error.
+    pub op_timeout_ns: u64,
+    /// Most requests a gateway queues while all its client nodes are busy.
+    pub gateway_queue_max: usize,
+    /// Most Redis connections a gateway serves at once.
+    pub connections_max: usize,
+    /// Seed of the node's random generator (and of the fault shim).
+    pub seed: u64,
+}
+
+impl Default for RuntimeOptions {
+    fn default() -> Self {
+        RuntimeOptions {
+            datagram_max: 32 * 1024,
+            fsync: true,
+            op_timeout_ns: 10_000_000_000,
+            gateway_queue_max: 100_000,
+            connections_max: 1_024,
+            seed: 1,
+        }
+    }
+}
+
+/// A cluster file.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterFile {
+    /// Registry name of the protocol.
+    pub protocol: String,
+    /// Directory of the nodes' durable files (one file per node).
+    pub data_dir: PathBuf,
+    /// The protocol's options.
+    #[serde(default)]
+    pub protocol_options: toml::Table,
+    /// Transport and storage options.
+    #[serde(default)]
+    pub runtime: RuntimeOptions,
+    /// Faults injected by the transport's shim; times count from each process's start.
+    #[serde(default)]
+    pub faults: FaultPlan,
+    /// Every node.
+    #[serde(rename = "node")]
+    pub nodes: Vec<NodeEntry>,
+}
+
+/// Where each topology node lives.
+#[derive(Clone, Debug)]
+pub struct Placement {
+    /// The topology.
+    pub topology: Topology,
+    /// For each node id, the index of its entry in the file.
+    pub entry_of: Vec<usize>,
+}
+
+impl ClusterFile {
+    /// Parses a cluster file.
+    pub fn parse(text: &str) -> Result<Self, ConfigError> {
+        toml::from_str(text).map_err(|e| ConfigError::Parse(e.to_string()))
+    }
+
+    /// The file as TOML.
+    pub fn to_toml(&self) -> String {
+        toml::to_string(self).expect("a cluster file always serializes")
+    }
+
+    /// A hash of the file that names the cluster on the wire.
+    pub fn cluster_hash(&self) -> u64 {
+        xxhash_rust::xxh3::xxh3_64(self.to_toml().as_bytes())
+    }
+
+    /// The entry of a node name.
+    pub fn entry(&self, name: &str) -> Result<usize, ConfigError> {
+        self.nodes.iter().position(|n| n.name == name).ok_or_else(|| ConfigError::UnknownNode(name.to_string()))
+    }
+
+    /// The protocol's options, parsed and validated.
+    pub fn protocol_config<P: Protocol>(&self) -> Result<P::Config, ConfigError> {
+        let config: P::Config = toml::Value::Table(self.protocol_options.clone())
+            .try_into()
+            .map_err(|e| ConfigError::Invalid(format!("[protocol_options] for {}: {e}", P::NAME)))?;
+        P::validate_config(&config).map_err(ConfigError::Invalid)?;
+        Ok(config)
+    }
+
+    /// Builds the topology every node of the cluster shares, checking that the file's extra
+    /// roles are exactly the ones the protocol asks for.
+    pub fn placement<P: Protocol>(&self, config: &P::Config) -> Result<Placement, ConfigError> {
+        let mut names: Vec<&str> = self.nodes.iter().map(|n| n.name.as_str()).collect();
+        names.sort_unstable();
+        if names.windows(2).any(|w| w[0] == w[1]) {
+            return Err(ConfigError::Invalid("two nodes share a name".into()));
+        }
+        let replicas: Vec<usize> = (0..self.nodes.len()).filter(|&i| self.nodes[i].role == FileRole::Replica).collect();
+        if replicas.is_empty() {
+            return Err(ConfigError::Invalid("a cluster needs at least one replica".into()));
+        }
+        let mut nodes = Vec::new();
+        let mut entry_of = Vec::new();
+        for &entry in &replicas {
+            nodes.push(NodeSpec { id: NodeId(nodes.len() as u32), role: Role::Replica, site: 0, shard: Some(0) });
+            entry_of.push(entry);
+        }
+        let mut unused: Vec<usize> = (0..self.nodes.len())
+            .filter(|&i| !matches!(self.nodes[i].role, FileRole::Replica | FileRole::Gateway))
+            .collect();
+        for role in P::extra_roles(replicas.len(), config) {
+            let Some(at) = unused.iter().position(|&i| self.nodes[i].role.role() == Some(role)) else {
+                return Err(ConfigError::Invalid(format!("{} needs a node with role {role:?}", P::NAME)));
+            };
+            let entry = unused.remove(at);
+            nodes.push(NodeSpec { id: NodeId(nodes.len() as u32), role, site: 0, shard: None });
+            entry_of.push(entry);
+        }
+        if let Some(&extra) = unused.first() {
+            return Err(ConfigError::Invalid(format!(
+                "node `{}` has a role {} does not use",
+                self.nodes[extra].name,
+                P::NAME
+            )));
+        }
+        for (entry, node) in self.nodes.iter().enumerate().filter(|(_, n)| n.role == FileRole::Gateway) {
+            let clients = node.clients.unwrap_or(16);
+            if clients == 0 || clients > GATEWAY_CLIENTS_MAX {
+                return Err(ConfigError::Invalid(format!(
+                    "gateway `{}`: clients must be 1..={GATEWAY_CLIENTS_MAX}",
+                    node.name
+                )));
+            }
+            for _ in 0..clients {
+                nodes.push(NodeSpec { id: NodeId(nodes.len() as u32), role: Role::Client, site: 0, shard: None });
+                entry_of.push(entry);
+            }
+        }
+        let f = (replicas.len() - 1) / 2;
+        let topology = Topology {
+            nodes,
+            shards: vec![replicas.iter().enumerate().map(|(rank, _)| NodeId(rank as u32)).collect()],
+            f,
+            sites: vec!["local".into()],
+            site_delay_ns: vec![vec![50_000]],
+        };
+        Ok(Placement { topology, entry_of })
+    }
+
+    /// A local cluster on 127.0.0.1: `replicas` replicas, the protocol's extra roles, and one
+    /// gateway with `clients` client nodes. Ports count up from `port_base` (UDP) and
+    /// `port_base + 1000` (metrics); the gateway's Redis port is `redis_port`, if any.
+    pub fn local<P: Protocol>(
+        config: &P::Config,
+        options: toml::Table,
+        replicas: usize,
+        clients: usize,
+        port_base: u16,
+        redis_port: Option<u16>,
+        data_dir: PathBuf,
+    ) -> Self {
+        let address = |port: u16| SocketAddr::from(([127, 0, 0, 1], port));
+        let mut nodes = Vec::new();
+        let mut push = |name: String, role: FileRole, redis: Option<SocketAddr>, clients: Option<usize>| {
+            let index = nodes.len() as u16;
+            nodes.push(NodeEntry {
+                name,
+                role,
+                addr: address(port_base + index),
+                metrics: Some(address(port_base + 1000 + index)),
+                redis,
+                clients,
+                clock: ClockOptions::default(),
+            });
+        };
+        for rank in 0..replicas {
+            push(format!("r{}", rank + 1), FileRole::Replica, None, None);
+        }
+        for (index, role) in P::extra_roles(replicas, config).into_iter().enumerate() {
+            let (name, file_role) = match role {
+                Role::Proxy => ("proxy", FileRole::Proxy),
+                Role::Sequencer => ("sequencer", FileRole::Sequencer),
+                Role::Controller => ("controller", FileRole::Controller),
+                Role::Replica => ("replica", FileRole::Replica),
+                Role::Client => ("client", FileRole::Gateway),
+            };
+            push(format!("{name}{}", index + 1), file_role, None, None);
+        }
+        push("gw".into(), FileRole::Gateway, redis_port.map(address), Some(clients));
+        ClusterFile {
+            protocol: P::NAME.to_string(),
+            data_dir,
+            protocol_options: options,
+            runtime: RuntimeOptions::default(),
+            faults: FaultPlan::default(),
+            nodes,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ordo_protocols::multipaxos::MultiPaxos;
+
+    #[test]
+    fn example_cluster_files_parse_and_place() {
+        // Goal: the shipped examples are valid cluster files; ids follow the simulator's order
+        // (replicas, extra roles, then the gateway's client nodes).
+        for name in ["multipaxos-3.toml", "faults.toml"] {
+            let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/cluster").join(name);
+            let file = ClusterFile::parse(&std::fs::read_to_string(&path).expect("example exists")).expect(name);
+            let config = file.protocol_config::<MultiPaxos>().expect("options");
+            let placement = file.placement::<MultiPaxos>(&config).expect("placement");
+            assert_eq!(placement.topology.replicas().len(), 3);
+            assert_eq!(placement.topology.node(NodeId(3)).role, Role::Client);
+            assert_eq!(ClusterFile::parse(&file.to_toml()).expect("round trip"), file);
+        }
+    }
+
+    #[test]
+    fn bad_cluster_files_are_errors() {
+        assert!(ClusterFile::parse("protocol = 3").is_err());
+        let mut file = ClusterFile::local::<MultiPaxos>(
+            &Default::default(),
+            toml::Table::new(),
+            3,
+            4,
+            9000,
+            None,
+            "/tmp/x".into(),
+        );
+        file.nodes[1].name = "r1".into();
+        assert!(file.placement::<MultiPaxos>(&Default::default()).is_err(), "duplicate names");
+        file.nodes.retain(|n| n.role == FileRole::Gateway);
+        assert!(file.placement::<MultiPaxos>(&Default::default()).is_err(), "no replica");
+    }
+}

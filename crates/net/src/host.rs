@@ -1,0 +1,763 @@
+//! The node host: runs the nodes one process hosts (one replica or other role, or a gateway's
+//! client nodes) over real UDP, real timers, a real clock and a real file, mirroring how the
+//! simulator drives them (`crates/sim/src/world.rs`):
+//!
+//! - every input is handed to the node with the clock's reading, then the effects are carried
+//!   out in order; `check_invariants` runs after each input in debug builds;
+//! - sends to the node itself are delivered locally; multicasts skip the sender;
+//! - `SetTimer` is relative local time, `SetTimerAt` an absolute local reading re-checked when it
+//!   fires (a clock that jumped back makes it wait); setting a pending timer moves it;
+//! - `Persist` writes are issued in ticket order; sends held on a ticket leave only after one
+//!   `fsync` (group commit per loop turn) covered it; a restart reads the file back;
+//! - a client node takes one submission at a time: the host queues requests and hands them to
+//!   free client nodes; an operation that runs past the timeout is answered as unknown, and the
+//!   next submission to that client abandons it (as `Submission` documents).
+
+use crate::clock::{SkewedClock, monotonic_ns};
+use crate::config::{ClusterFile, ConfigError, FileRole};
+use crate::faults::{FaultShim, NodeFault, Verdict};
+use crate::metrics::{LocalNodeMetrics, Metrics, Transport};
+use crate::storage::Storage;
+use crate::timer::PreciseTimer;
+use crate::wire::{self, Frame, Header, Packer, Reassembly};
+use ordo_core::{
+    Command, CommandResult, Effect, Node, NodeContext, NodeId, Outbox, PersistMode, Protocol, Role, Submission,
+    Topology,
+};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, VecDeque};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use thiserror::Error;
+use tokio::net::UdpSocket;
+use tokio::sync::{mpsc, oneshot};
+
+/// Datagrams read per loop turn before the effects are flushed (bounds latency under load).
+const RECV_BATCH_MAX: usize = 256;
+/// Requests taken from the channel per loop turn.
+const REQUEST_BATCH_MAX: usize = 1_024;
+/// Partial fragmented messages held per process.
+const REASSEMBLY_ENTRIES_MAX: usize = 256;
+/// Fragmented messages not completed within this are dropped.
+const REASSEMBLY_EXPIRY_NS: u64 = 5_000_000_000;
+/// Socket buffer size asked of the kernel.
+const SOCKET_BUFFER_BYTES: libc::c_int = 8 * 1024 * 1024;
+/// How often the metrics snapshot is refreshed.
+const METRICS_PERIOD_NS: u64 = 200_000_000;
+/// How often the replicas' state digests are recomputed (they walk every key).
+const DIGEST_PERIOD_NS: u64 = 1_000_000_000;
+
+/// A failure that stops a host.
+#[derive(Debug, Error)]
+pub enum HostError {
+    /// The cluster file does not fit the protocol.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// A socket, timer or file failed.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// The error.
+        source: std::io::Error,
+    },
+}
+
+fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> HostError {
+    let what = what.into();
+    move |source| HostError::Io { what, source }
+}
+
+/// How an operation submitted to a gateway ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// The protocol completed it.
+    Done(CommandResult),
+    /// No answer within the timeout: it may or may not have taken effect.
+    Timeout,
+    /// The gateway's queue is full.
+    Busy,
+}
+
+/// A command for the gateway's client nodes.
+pub struct Request {
+    /// What to execute.
+    pub command: Command,
+    /// Where the outcome goes.
+    pub reply: oneshot::Sender<Outcome>,
+}
+
+/// A send waiting for a durable write.
+struct HeldSend<P: Protocol> {
+    ticket: u64,
+    to: Vec<NodeId>,
+    message: P::Message,
+}
+
+/// A client node's current operation.
+struct Busy {
+    op: u64,
+    deadline_ns: u64,
+    started_ns: u64,
+    reply: oneshot::Sender<Outcome>,
+}
+
+/// One node this process hosts.
+struct Local<P: Protocol> {
+    id: NodeId,
+    node: Box<dyn Node<P>>,
+    storage: Storage,
+    next_ticket: u64,
+    held: Vec<HeldSend<P>>,
+    timers: BTreeMap<P::Timer, (u64, u64, Option<u64>)>,
+    busy: Option<Busy>,
+}
+
+enum Input<P: Protocol> {
+    Message(NodeId, P::Message),
+    Timer(P::Timer),
+    Submit(Submission),
+}
+
+/// Pending timers ordered by deadline: (monotonic deadline, local node, generation, timer).
+type TimerHeap<T> = BinaryHeap<Reverse<(u64, usize, u64, T)>>;
+/// Datagrams the fault shim holds back: (release time, sequence, bytes, destination).
+type DelayedHeap = BinaryHeap<Reverse<(u64, u64, Vec<u8>, SocketAddr)>>;
+
+/// Everything one process runs.
+pub struct Host<P: Protocol> {
+    topology: Arc<Topology>,
+    cluster_hash: u64,
+    boot: u64,
+    addr_of: Vec<SocketAddr>,
+    socket: UdpSocket,
+    clock: SkewedClock,
+    locals: Vec<Local<P>>,
+    local_of: Vec<Option<usize>>,
+    outbox: Outbox<P>,
+    inbox: VecDeque<(usize, Input<P>)>,
+    timer_heap: TimerHeap<P::Timer>,
+    timer_generation: u64,
+    packers: BTreeMap<(u32, u32), Packer>,
+    datagram_max: usize,
+    message_len_max: usize,
+    next_message_number: u64,
+    reassembly: Reassembly,
+    shim: FaultShim,
+    delayed: DelayedHeap,
+    start_ns: u64,
+    paused_until_ns: u64,
+    requests: VecDeque<Request>,
+    free_clients: Vec<usize>,
+    next_op: u64,
+    op_timeout_ns: u64,
+    queue_max: usize,
+    transport: Transport,
+    metrics: Arc<Mutex<Metrics>>,
+    latency: hdrhistogram::Histogram<u64>,
+    metrics_due_ns: u64,
+    digest_due_ns: u64,
+    digests: BTreeMap<u32, u64>,
+}
+
+fn set_buffers(socket: &UdpSocket) {
+    use std::os::fd::AsRawFd;
+    for option in [libc::SO_RCVBUF, libc::SO_SNDBUF] {
+        // SAFETY: a valid socket and a c_int option value; failure only leaves the default.
+        unsafe {
+            libc::setsockopt(
+                socket.as_raw_fd(),
+                libc::SOL_SOCKET,
+                option,
+                (&SOCKET_BUFFER_BYTES as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            );
+        }
+    }
+}
+
+fn new_state_machine() -> Box<dyn ordo_core::StateMachine> {
+    Box::new(ordo_core::KvStore::new())
+}
+
+impl<P: Protocol> Host<P> {
+    /// Builds the host of the node entry `entry` of `cluster` (inside a tokio runtime): binds its
+    /// socket, opens its files and boots its nodes from what they persisted.
+    pub async fn new(cluster: &ClusterFile, entry: usize, metrics: Arc<Mutex<Metrics>>) -> Result<Self, HostError> {
+        let config = cluster.protocol_config::<P>()?;
+        let placement = cluster.placement::<P>(&config)?;
+        let topology = Arc::new(placement.topology);
+        let me = &cluster.nodes[entry];
+        let socket = UdpSocket::bind(me.addr).await.map_err(io(format!("bind UDP {}", me.addr)))?;
+        set_buffers(&socket);
+        let addr_of: Vec<SocketAddr> = placement.entry_of.iter().map(|&e| cluster.nodes[e].addr).collect();
+        let boot = crate::clock::realtime_ns() ^ (u64::from(std::process::id()) << 32);
+        let mut locals = Vec::new();
+        let mut local_of = vec![None; topology.nodes.len()];
+        for (index, &node_entry) in placement.entry_of.iter().enumerate() {
+            if node_entry != entry {
+                continue;
+            }
+            let id = NodeId(index as u32);
+            let path = cluster.data_dir.join(format!("{}-n{}.log", me.name, id.0));
+            if topology.node(id).role == Role::Client {
+                // Client nodes restart fresh (their ids restart at request 1 as well).
+                let _ = std::fs::remove_file(&path);
+            }
+            let (storage, durable) = Storage::open::<P::Durable>(&path, cluster.runtime.fsync)
+                .map_err(io(format!("open {}", path.display())))?;
+            let context = NodeContext {
+                id,
+                topology: topology.clone(),
+                config: config.clone(),
+                seed: cluster.runtime.seed.wrapping_mul(1_000_003).wrapping_add(u64::from(id.0) * 7919) ^ boot,
+                new_state_machine,
+            };
+            let node = P::new_node(context, durable);
+            local_of[index] = Some(locals.len());
+            locals.push(Local {
+                id,
+                node,
+                storage,
+                next_ticket: 0,
+                held: Vec::new(),
+                timers: BTreeMap::new(),
+                busy: None,
+            });
+        }
+        let free_clients =
+            (0..locals.len()).rev().filter(|&i| topology.node(locals[i].id).role == Role::Client).collect();
+        let datagram_max = cluster.runtime.datagram_max.clamp(1_024, wire::DATAGRAM_MAX);
+        let start_ns = monotonic_ns();
+        let mut host = Host {
+            cluster_hash: cluster.cluster_hash(),
+            boot,
+            addr_of,
+            socket,
+            clock: SkewedClock::new(&me.clock),
+            locals,
+            local_of,
+            outbox: Outbox::new(0),
+            inbox: VecDeque::new(),
+            timer_heap: BinaryHeap::new(),
+            timer_generation: 0,
+            packers: BTreeMap::new(),
+            datagram_max,
+            message_len_max: wire::message_len_max(datagram_max),
+            next_message_number: 0,
+            reassembly: Reassembly::new(
+                REASSEMBLY_ENTRIES_MAX,
+                wire::message_len_max(datagram_max),
+                REASSEMBLY_EXPIRY_NS,
+            ),
+            shim: FaultShim::new(&cluster.faults, cluster.runtime.seed ^ (entry as u64) << 17),
+            delayed: BinaryHeap::new(),
+            start_ns,
+            paused_until_ns: 0,
+            requests: VecDeque::new(),
+            free_clients,
+            next_op: 0,
+            op_timeout_ns: cluster.runtime.op_timeout_ns.max(1_000_000),
+            queue_max: cluster.runtime.gateway_queue_max.max(1),
+            transport: Transport::default(),
+            metrics,
+            latency: hdrhistogram::Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("valid bounds"),
+            metrics_due_ns: 0,
+            digest_due_ns: 0,
+            digests: BTreeMap::new(),
+            topology,
+        };
+        for index in 0..host.locals.len() {
+            host.run_handler(index, None);
+        }
+        host.flush();
+        host.commit()?;
+        host.publish_metrics(true);
+        {
+            let mut m = host.metrics.lock().expect("metrics lock");
+            m.protocol = P::NAME;
+            m.name = me.name.clone();
+            m.role = format!("{:?}", me.role).to_lowercase();
+        }
+        Ok(host)
+    }
+
+    /// Runs until `requests` closes (when given) or forever.
+    pub async fn run(mut self, mut requests: Option<mpsc::Receiver<Request>>) -> Result<(), HostError> {
+        let mut timer = PreciseTimer::new().map_err(io("timerfd"))?;
+        let mut buffer = vec![0u8; wire::DATAGRAM_MAX + 1];
+        let mut requests_open = requests.is_some();
+        loop {
+            let now = monotonic_ns();
+            let wake = self.next_wake(now);
+            timer.arm(wake).map_err(io("arm timer"))?;
+            let paused = self.paused_until_ns > now.saturating_sub(self.start_ns);
+            tokio::select! {
+                readable = self.socket.readable(), if !paused => {
+                    readable.map_err(io("UDP readable"))?;
+                    self.receive(&mut buffer);
+                }
+                fired = timer.wait() => fired.map_err(io("timer"))?,
+                request = async { requests.as_mut().expect("open").recv().await }, if requests_open => {
+                    match request {
+                        Some(request) => {
+                            self.enqueue(request);
+                            let channel = requests.as_mut().expect("open");
+                            for _ in 0..REQUEST_BATCH_MAX {
+                                match channel.try_recv() {
+                                    Ok(request) => self.enqueue(request),
+                                    Err(_) => break,
+                                }
+                            }
+                        }
+                        None => {
+                            requests_open = false;
+                            if self.locals.iter().all(|l| self.topology.node(l.id).role == Role::Client) {
+                                return Ok(());
+                            }
+                        }
+                    }
+                }
+            }
+            self.turn()?;
+        }
+    }
+
+    /// Everything done after the inputs of one wake-up: due timers, faults, local deliveries,
+    /// dispatch, timeouts, flush, group commit, metrics.
+    fn turn(&mut self) -> Result<(), HostError> {
+        let now = monotonic_ns();
+        self.node_faults(now);
+        self.fire_timers(now);
+        self.release_delayed(now);
+        self.dispatch(now);
+        self.expire_operations(now);
+        self.drain_inbox();
+        self.flush();
+        self.commit()?;
+        if now >= self.metrics_due_ns {
+            self.metrics_due_ns = now + METRICS_PERIOD_NS;
+            let digest = now >= self.digest_due_ns;
+            if digest {
+                self.digest_due_ns = now + DIGEST_PERIOD_NS;
+            }
+            self.publish_metrics(digest);
+        }
+        Ok(())
+    }
+
+    fn next_wake(&self, now: u64) -> Option<u64> {
+        let timers = self.timer_heap.peek().map(|Reverse((at, ..))| *at);
+        let delayed = self.delayed.peek().map(|Reverse((at, ..))| *at);
+        let operations = self.locals.iter().filter_map(|l| l.busy.as_ref().map(|b| b.deadline_ns)).min();
+        let metrics = Some(self.metrics_due_ns.max(now + 1));
+        let pause = (self.paused_until_ns > 0).then_some(self.start_ns + self.paused_until_ns);
+        [timers, delayed, operations, metrics, pause].into_iter().flatten().min()
+    }
+
+    fn node_faults(&mut self, now: u64) {
+        if self.shim.is_empty() {
+            return;
+        }
+        let elapsed = now - self.start_ns;
+        for index in 0..self.locals.len() {
+            for fault in self.shim.due_node_faults(elapsed, self.locals[index].id.0) {
+                match fault {
+                    NodeFault::Crash => {
+                        eprintln!("fault plan: crashing {}", self.locals[index].id);
+                        std::process::exit(137);
+                    }
+                    NodeFault::Pause(until_ns) => self.paused_until_ns = self.paused_until_ns.max(until_ns),
+                    NodeFault::ClockJump(delta_ns) => self.clock.jump(delta_ns),
+                    NodeFault::ClockDrift(drift_ppm) => self.clock.set_drift(drift_ppm),
+                }
+            }
+        }
+    }
+
+    // ---- inputs ------------------------------------------------------------------------
+
+    fn receive(&mut self, buffer: &mut [u8]) {
+        for _ in 0..RECV_BATCH_MAX {
+            let (len, source) = match self.socket.try_recv_from(buffer) {
+                Ok(received) => received,
+                Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => return,
+                Err(_) => {
+                    self.transport.receive_errors += 1;
+                    return;
+                }
+            };
+            self.transport.datagrams_received += 1;
+            self.transport.bytes_received += len as u64;
+            self.on_datagram(&buffer[..len], source);
+            self.drain_inbox();
+        }
+    }
+
+    fn on_datagram(&mut self, datagram: &[u8], source: SocketAddr) {
+        let (header, frames) = match wire::decode(datagram, self.cluster_hash) {
+            Ok(decoded) => decoded,
+            Err(error) => {
+                *self.transport.dropped.entry(wire_reason(error)).or_default() += 1;
+                return;
+            }
+        };
+        let from = header.from as usize;
+        if from >= self.addr_of.len() || self.addr_of[from] != source {
+            *self.transport.dropped.entry("unknown_sender").or_default() += 1;
+            return;
+        }
+        let Some(Some(local)) = self.local_of.get(header.to as usize).copied() else {
+            *self.transport.dropped.entry("not_hosted_here").or_default() += 1;
+            return;
+        };
+        for frame in frames {
+            let whole = match frame {
+                Frame::Whole(bytes) => postcard::from_bytes::<P::Message>(bytes),
+                Frame::Fragment { message, index, count, bytes } => {
+                    let now = monotonic_ns();
+                    match self.reassembly.add(now, &header, message, index, count, bytes) {
+                        Some(whole) => postcard::from_bytes::<P::Message>(&whole),
+                        None => continue,
+                    }
+                }
+            };
+            match whole {
+                Ok(message) => {
+                    self.transport.messages_received += 1;
+                    self.inbox.push_back((local, Input::Message(NodeId(header.from), message)));
+                }
+                Err(_) => *self.transport.dropped.entry("undecodable_message").or_default() += 1,
+            }
+        }
+    }
+
+    fn drain_inbox(&mut self) {
+        while let Some((index, input)) = self.inbox.pop_front() {
+            self.run_handler(index, Some(input));
+        }
+    }
+
+    fn fire_timers(&mut self, now: u64) {
+        while let Some(Reverse((at, index, generation, _))) = self.timer_heap.peek() {
+            if *at > now {
+                break;
+            }
+            let (index, generation) = (*index, *generation);
+            let Reverse((_, _, _, timer)) = self.timer_heap.pop().expect("peeked");
+            let local = &mut self.locals[index];
+            let Some(&(pending, _, target)) = local.timers.get(&timer) else { continue };
+            if pending != generation {
+                continue;
+            }
+            if let Some(local_ns) = target
+                && self.clock.now().local_ns < local_ns
+            {
+                // The clock jumped back: wait until it reads the target again.
+                let at = self.clock.monotonic_at(local_ns).max(now + 1_000);
+                local.timers.insert(timer.clone(), (generation, at, target));
+                self.timer_heap.push(Reverse((at, index, generation, timer)));
+                continue;
+            }
+            local.timers.remove(&timer);
+            self.run_handler(index, Some(Input::Timer(timer)));
+            self.drain_inbox();
+        }
+        // Stale entries of moved or cancelled timers are skipped lazily; rebuild when they pile up.
+        let live: usize = self.locals.iter().map(|l| l.timers.len()).sum();
+        if self.timer_heap.len() > 4 * live + 1_024 {
+            let mut heap = BinaryHeap::with_capacity(live);
+            for (index, local) in self.locals.iter().enumerate() {
+                for (timer, &(generation, at, _)) in &local.timers {
+                    heap.push(Reverse((at, index, generation, timer.clone())));
+                }
+            }
+            self.timer_heap = heap;
+        }
+    }
+
+    fn enqueue(&mut self, request: Request) {
+        if self.requests.len() >= self.queue_max {
+            let _ = request.reply.send(Outcome::Busy);
+            self.transport.requests_rejected += 1;
+            return;
+        }
+        self.requests.push_back(request);
+    }
+
+    fn dispatch(&mut self, now: u64) {
+        while !self.requests.is_empty() {
+            let Some(index) = self.free_clients.pop() else { return };
+            let request = self.requests.pop_front().expect("not empty");
+            if request.reply.is_closed() {
+                self.free_clients.push(index);
+                continue;
+            }
+            let op = self.next_op;
+            self.next_op += 1;
+            self.locals[index].busy =
+                Some(Busy { op, deadline_ns: now + self.op_timeout_ns, started_ns: now, reply: request.reply });
+            self.run_handler(index, Some(Input::Submit(Submission { op, command: request.command })));
+        }
+    }
+
+    fn expire_operations(&mut self, now: u64) {
+        for index in 0..self.locals.len() {
+            if self.locals[index].busy.as_ref().is_some_and(|b| b.deadline_ns <= now) {
+                let busy = self.locals[index].busy.take().expect("checked");
+                let _ = busy.reply.send(Outcome::Timeout);
+                self.transport.operations_timed_out += 1;
+                self.free_clients.push(index);
+            }
+        }
+    }
+
+    // ---- the node and its effects ----------------------------------------------------------
+
+    fn run_handler(&mut self, index: usize, input: Option<Input<P>>) {
+        let reading = self.clock.now();
+        let local = &mut self.locals[index];
+        self.outbox.set_next_ticket(local.next_ticket);
+        match input {
+            None => local.node.on_start(reading, &mut self.outbox),
+            Some(Input::Message(from, message)) => local.node.on_message(reading, from, message, &mut self.outbox),
+            Some(Input::Timer(timer)) => local.node.on_timer(reading, timer, &mut self.outbox),
+            Some(Input::Submit(submission)) => local.node.on_submit(reading, submission, &mut self.outbox),
+        }
+        if cfg!(debug_assertions) {
+            local.node.check_invariants();
+        }
+        local.next_ticket = self.outbox.next_ticket();
+        let mut effects = std::mem::take(&mut self.outbox);
+        for effect in effects.drain() {
+            self.apply(index, effect);
+        }
+        self.outbox = effects;
+    }
+
+    fn apply(&mut self, index: usize, effect: Effect<P>) {
+        let id = self.locals[index].id;
+        match effect {
+            Effect::Send { to, message, after } => self.send_or_hold(index, vec![to], message, after.map(|t| t.0)),
+            Effect::Multicast { to, message, after } => {
+                let targets: Vec<NodeId> = to.iter().copied().filter(|&t| t != id).collect();
+                self.send_or_hold(index, targets, message, after.map(|t| t.0));
+            }
+            Effect::Complete { op, result } => {
+                let local = &mut self.locals[index];
+                if let Some(busy) = local.busy.take_if(|b| b.op == op) {
+                    let now = monotonic_ns();
+                    let _ = self.latency.record((now - busy.started_ns) / 1_000);
+                    let _ = busy.reply.send(Outcome::Done(result));
+                    self.transport.operations_completed += 1;
+                    self.free_clients.push(index);
+                }
+            }
+            Effect::SetTimer { timer, after_ns } => {
+                let at = monotonic_ns() + self.clock.monotonic_duration(after_ns).max(1);
+                self.set_timer(index, timer, at, None);
+            }
+            Effect::SetTimerAt { timer, local_ns } => {
+                let at = self.clock.monotonic_at(local_ns);
+                self.set_timer(index, timer, at, Some(local_ns));
+            }
+            Effect::CancelTimer { timer } => {
+                self.locals[index].timers.remove(&timer);
+            }
+            Effect::Persist { record, mode, ticket } => {
+                let storage = &mut self.locals[index].storage;
+                match mode {
+                    PersistMode::Append => storage.append(&record),
+                    PersistMode::Replace => {
+                        if let Err(error) = storage.replace(&record) {
+                            // Without its durable state the node cannot keep its promises.
+                            panic!("{id}: durable write failed: {error}");
+                        }
+                    }
+                }
+                let _ = ticket;
+            }
+        }
+    }
+
+    fn set_timer(&mut self, index: usize, timer: P::Timer, at: u64, target: Option<u64>) {
+        self.timer_generation += 1;
+        let generation = self.timer_generation;
+        self.locals[index].timers.insert(timer.clone(), (generation, at, target));
+        self.timer_heap.push(Reverse((at, index, generation, timer)));
+    }
+
+    fn send_or_hold(&mut self, index: usize, to: Vec<NodeId>, message: P::Message, after: Option<u64>) {
+        let local = &mut self.locals[index];
+        if let Some(ticket) = after.filter(|&t| t >= local.storage.durable()) {
+            local.held.push(HeldSend { ticket, to, message });
+            return;
+        }
+        let from = local.id;
+        self.transmit(from, &to, message);
+    }
+
+    fn transmit(&mut self, from: NodeId, to: &[NodeId], message: P::Message) {
+        let mut encoded: Option<Vec<u8>> = None;
+        for &target in to {
+            self.transport.messages_sent += 1;
+            if let Some(Some(local)) = self.local_of.get(target.index()).copied() {
+                self.inbox.push_back((local, Input::Message(from, message.clone())));
+                continue;
+            }
+            if target.index() >= self.addr_of.len() {
+                *self.transport.dropped.entry("send_to_unknown_node").or_default() += 1;
+                continue;
+            }
+            let bytes = encoded.get_or_insert_with(|| postcard::to_allocvec(&message).expect("messages serialize"));
+            if bytes.len() > self.message_len_max {
+                *self.transport.dropped.entry("message_too_large").or_default() += 1;
+                continue;
+            }
+            let header = Header { cluster: self.cluster_hash, boot: self.boot, from: from.0, to: target.0 };
+            let datagram_max = self.datagram_max;
+            let packer = self.packers.entry((from.0, target.0)).or_insert_with(|| Packer::new(header, datagram_max));
+            packer.push(bytes, self.next_message_number);
+            self.next_message_number += 1;
+        }
+    }
+
+    /// Sends every packed datagram (through the fault shim).
+    fn flush(&mut self) {
+        let now = monotonic_ns();
+        let elapsed = now - self.start_ns;
+        let mut packers = std::mem::take(&mut self.packers);
+        for (&(from, to), packer) in packers.iter_mut() {
+            packer.finish();
+            let address = self.addr_of[to as usize];
+            for datagram in packer.ready.drain(..) {
+                match self.shim.decide(elapsed, from, to) {
+                    Verdict::Drop => {}
+                    Verdict::Send { copies, delay_ns } => {
+                        for _ in 0..copies {
+                            if delay_ns > 0 {
+                                let sequence = self.next_message_number;
+                                self.next_message_number += 1;
+                                self.delayed.push(Reverse((now + delay_ns, sequence, datagram.clone(), address)));
+                            } else {
+                                self.send_datagram(&datagram, address);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        packers.clear();
+        self.packers = packers;
+    }
+
+    fn release_delayed(&mut self, now: u64) {
+        while self.delayed.peek().is_some_and(|Reverse((at, ..))| *at <= now) {
+            let Reverse((_, _, datagram, address)) = self.delayed.pop().expect("peeked");
+            self.send_datagram(&datagram, address);
+        }
+    }
+
+    fn send_datagram(&mut self, datagram: &[u8], address: SocketAddr) {
+        match self.socket.try_send_to(datagram, address) {
+            Ok(_) => {
+                self.transport.datagrams_sent += 1;
+                self.transport.bytes_sent += datagram.len() as u64;
+            }
+            // UDP may lose datagrams anyway; a full socket buffer is one more way.
+            Err(_) => *self.transport.dropped.entry("send_failed").or_default() += 1,
+        }
+    }
+
+    /// Group commit: one write and `fsync` per node for everything issued this turn, then the
+    /// sends that waited on it leave.
+    fn commit(&mut self) -> Result<(), HostError> {
+        for index in 0..self.locals.len() {
+            let local = &mut self.locals[index];
+            if !local.storage.dirty() && local.held.is_empty() {
+                continue;
+            }
+            let durable = local.storage.sync().map_err(io(format!("sync storage of {}", local.id)))?;
+            let (ready, waiting): (Vec<_>, Vec<_>) =
+                std::mem::take(&mut local.held).into_iter().partition(|h| h.ticket < durable);
+            local.held = waiting;
+            let from = local.id;
+            for held in ready {
+                self.transmit(from, &held.to, held.message);
+            }
+        }
+        self.drain_inbox();
+        self.flush();
+        Ok(())
+    }
+
+    // ---- metrics ---------------------------------------------------------------------------
+
+    fn publish_metrics(&mut self, digest: bool) {
+        if digest {
+            for local in &self.locals {
+                if let Some(machine) = local.node.state_machine() {
+                    let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+                    for key in machine.key_digests() {
+                        hasher.update(&key.key);
+                        hasher.update(&key.version.to_le_bytes());
+                        hasher.update(&key.chain.to_le_bytes());
+                    }
+                    self.digests.insert(local.id.0, hasher.digest());
+                }
+            }
+        }
+        let nodes: Vec<LocalNodeMetrics> = self
+            .locals
+            .iter()
+            .filter(|l| self.topology.node(l.id).role != Role::Client || l.id == self.first_client())
+            .map(|l| LocalNodeMetrics {
+                id: l.id.0,
+                role: format!("{:?}", self.topology.node(l.id).role).to_lowercase(),
+                status: l.node.status(),
+                stats: l.node.stats().clone(),
+                timers: l.timers.len(),
+                held_sends: l.held.len(),
+                durable_writes: l.storage.durable(),
+                fsyncs: l.storage.syncs,
+                digest: self.digests.get(&l.id.0).copied(),
+            })
+            .collect();
+        let mut client_stats = ordo_core::NodeStats::default();
+        for local in self.locals.iter().filter(|l| self.topology.node(l.id).role == Role::Client) {
+            client_stats.absorb(local.node.stats());
+        }
+        let mut metrics = self.metrics.lock().expect("metrics lock");
+        metrics.nodes = nodes;
+        metrics.transport = self.transport.clone();
+        metrics.transport.reassembly_partial = self.reassembly.len();
+        metrics.transport.reassembly_abandoned = self.reassembly.abandoned;
+        metrics.transport.fault_counts = self.shim.counts;
+        metrics.transport.requests_queued = self.requests.len();
+        metrics.transport.clients_busy = self.locals.iter().filter(|l| l.busy.is_some()).count();
+        metrics.client_stats = client_stats;
+        metrics.latency_us = [0.5, 0.9, 0.99, 0.999].map(|q| (q, self.latency.value_at_quantile(q)));
+        metrics.latency_count = self.latency.len();
+    }
+
+    fn first_client(&self) -> NodeId {
+        self.locals.iter().find(|l| self.topology.node(l.id).role == Role::Client).map_or(NodeId(u32::MAX), |l| l.id)
+    }
+
+    /// True when this host runs a gateway's client nodes.
+    pub fn is_gateway(cluster: &ClusterFile, entry: usize) -> bool {
+        cluster.nodes[entry].role == FileRole::Gateway
+    }
+}
+
+fn wire_reason(error: wire::WireError) -> &'static str {
+    match error {
+        wire::WireError::TooShort => "datagram_too_short",
+        wire::WireError::BadMagic => "bad_magic",
+        wire::WireError::Version(_) => "bad_version",
+        wire::WireError::Checksum => "bad_checksum",
+        wire::WireError::OtherCluster => "other_cluster",
+        wire::WireError::BadFrame => "bad_frame",
+        wire::WireError::BadFragment => "bad_fragment",
+    }
+}

@@ -1,0 +1,254 @@
+//! Metrics: a snapshot the host refreshes every 200 ms, served as Prometheus text on
+//! `GET /metrics` and as JSON on `GET /status` by a small HTTP responder (one request per
+//! connection, bounded request size).
+
+use ordo_core::NodeStats;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+/// Largest HTTP request head read.
+const REQUEST_HEAD_MAX: usize = 8 * 1024;
+
+/// Transport counters of one process.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Transport {
+    /// Datagrams sent.
+    pub datagrams_sent: u64,
+    /// Datagrams received.
+    pub datagrams_received: u64,
+    /// Bytes sent.
+    pub bytes_sent: u64,
+    /// Bytes received.
+    pub bytes_received: u64,
+    /// Protocol messages sent (local deliveries included).
+    pub messages_sent: u64,
+    /// Protocol messages received from the network.
+    pub messages_received: u64,
+    /// Socket receive errors.
+    pub receive_errors: u64,
+    /// Datagrams or messages dropped, by reason.
+    pub dropped: BTreeMap<&'static str, u64>,
+    /// Fragmented messages being reassembled.
+    pub reassembly_partial: usize,
+    /// Fragmented messages given up.
+    pub reassembly_abandoned: u64,
+    /// Fault shim: dropped by partition, by loss, duplicated, delayed.
+    pub fault_counts: [u64; 4],
+    /// Gateway: requests waiting for a free client node.
+    pub requests_queued: usize,
+    /// Gateway: client nodes with an operation outstanding.
+    pub clients_busy: usize,
+    /// Gateway: requests refused because the queue was full.
+    pub requests_rejected: u64,
+    /// Gateway: operations completed.
+    pub operations_completed: u64,
+    /// Gateway: operations answered as unknown after the timeout.
+    pub operations_timed_out: u64,
+}
+
+/// One hosted node's metrics.
+#[derive(Clone, Debug, Serialize)]
+pub struct LocalNodeMetrics {
+    /// Node id.
+    pub id: u32,
+    /// Role.
+    pub role: String,
+    /// The node's `status()` line.
+    pub status: String,
+    /// The node's counters.
+    #[serde(serialize_with = "serialize_stats")]
+    pub stats: NodeStats,
+    /// Pending timers.
+    pub timers: usize,
+    /// Sends waiting for a durable write.
+    pub held_sends: usize,
+    /// Durable writes since boot.
+    pub durable_writes: u64,
+    /// fsync calls since boot.
+    pub fsyncs: u64,
+    /// Hash of the replica's state-machine key digests (equal on replicas that agree).
+    pub digest: Option<u64>,
+}
+
+fn serialize_stats<S: serde::Serializer>(stats: &NodeStats, serializer: S) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeStruct;
+    let mut s = serializer.serialize_struct("NodeStats", 5)?;
+    s.serialize_field("fast_path_commits", &stats.fast_path_commits)?;
+    s.serialize_field("slow_path_commits", &stats.slow_path_commits)?;
+    s.serialize_field("executed", &stats.executed)?;
+    s.serialize_field("dropped", &stats.dropped)?;
+    s.serialize_field("events", &stats.events)?;
+    s.end()
+}
+
+/// What a process reports.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Metrics {
+    /// Protocol name.
+    pub protocol: &'static str,
+    /// Node name in the cluster file.
+    pub name: String,
+    /// Role in the cluster file.
+    pub role: String,
+    /// Hosted nodes (a gateway shows its first client node).
+    pub nodes: Vec<LocalNodeMetrics>,
+    /// Sum of a gateway's client nodes' counters.
+    #[serde(serialize_with = "serialize_stats")]
+    pub client_stats: NodeStats,
+    /// Transport counters.
+    pub transport: Transport,
+    /// Gateway: operation latency quantiles in µs.
+    pub latency_us: [(f64, u64); 4],
+    /// Gateway: operations in the latency histogram.
+    pub latency_count: u64,
+}
+
+fn label(text: &str) -> String {
+    text.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', " ")
+}
+
+impl Metrics {
+    /// Prometheus text exposition format.
+    pub fn prometheus(&self) -> String {
+        let mut out = String::new();
+        let base = format!("protocol=\"{}\",process=\"{}\"", self.protocol, label(&self.name));
+        let mut gauge = |name: &str, help: &str, kind: &str, values: Vec<(String, f64)>| {
+            let _ = writeln!(out, "# HELP ordo_{name} {help}\n# TYPE ordo_{name} {kind}");
+            for (labels, value) in values {
+                let _ = writeln!(out, "ordo_{name}{{{base}{labels}}} {value}");
+            }
+        };
+        let per_node = |f: &dyn Fn(&LocalNodeMetrics) -> f64| -> Vec<(String, f64)> {
+            self.nodes.iter().map(|n| (format!(",node=\"n{}\",role=\"{}\"", n.id, n.role), f(n))).collect()
+        };
+        gauge(
+            "fast_path_commits_total",
+            "Commands committed on the fast path.",
+            "counter",
+            per_node(&|n| n.stats.fast_path_commits as f64),
+        );
+        gauge(
+            "slow_path_commits_total",
+            "Commands committed on the slow (or only) path.",
+            "counter",
+            per_node(&|n| n.stats.slow_path_commits as f64),
+        );
+        gauge(
+            "executed_total",
+            "Commands applied to the state machine.",
+            "counter",
+            per_node(&|n| n.stats.executed as f64),
+        );
+        gauge("timers", "Pending timers.", "gauge", per_node(&|n| n.timers as f64));
+        gauge("held_sends", "Sends waiting for a durable write.", "gauge", per_node(&|n| n.held_sends as f64));
+        gauge("fsyncs_total", "fsync calls.", "counter", per_node(&|n| n.fsyncs as f64));
+        let mut events = Vec::new();
+        let mut drops = Vec::new();
+        for n in &self.nodes {
+            for (event, count) in &n.stats.events {
+                events.push((format!(",node=\"n{}\",event=\"{event}\"", n.id), *count as f64));
+            }
+            for (reason, count) in &n.stats.dropped {
+                drops.push((format!(",node=\"n{}\",reason=\"{reason}\"", n.id), *count as f64));
+            }
+        }
+        gauge("protocol_events_total", "Protocol events (view changes, state transfers...).", "counter", events);
+        gauge("protocol_dropped_total", "Inputs the protocol ignored, by reason.", "counter", drops);
+        let t = &self.transport;
+        for (name, help, value) in [
+            ("datagrams_sent_total", "UDP datagrams sent.", t.datagrams_sent as f64),
+            ("datagrams_received_total", "UDP datagrams received.", t.datagrams_received as f64),
+            ("bytes_sent_total", "UDP bytes sent.", t.bytes_sent as f64),
+            ("bytes_received_total", "UDP bytes received.", t.bytes_received as f64),
+            ("messages_sent_total", "Protocol messages sent.", t.messages_sent as f64),
+            ("messages_received_total", "Protocol messages received.", t.messages_received as f64),
+            ("gateway_queue_length", "Requests waiting for a client node.", t.requests_queued as f64),
+            ("gateway_clients_busy", "Client nodes with an operation outstanding.", t.clients_busy as f64),
+            ("gateway_completed_total", "Operations completed.", t.operations_completed as f64),
+            ("gateway_timed_out_total", "Operations answered as unknown.", t.operations_timed_out as f64),
+            ("gateway_rejected_total", "Requests refused (queue full).", t.requests_rejected as f64),
+            ("reassembly_partial", "Fragmented messages being reassembled.", t.reassembly_partial as f64),
+        ] {
+            let kind = if name.ends_with("_total") { "counter" } else { "gauge" };
+            gauge(name, help, kind, vec![(String::new(), value)]);
+        }
+        gauge(
+            "transport_dropped_total",
+            "Datagrams or messages dropped by the transport, by reason.",
+            "counter",
+            t.dropped.iter().map(|(r, c)| (format!(",reason=\"{r}\""), *c as f64)).collect(),
+        );
+        let faults = ["partition", "loss", "duplicate", "delay"];
+        gauge(
+            "fault_shim_total",
+            "Datagrams affected by the fault shim.",
+            "counter",
+            faults.iter().zip(t.fault_counts).map(|(f, c)| (format!(",fault=\"{f}\""), c as f64)).collect(),
+        );
+        if self.latency_count > 0 {
+            let mut values: Vec<(String, f64)> =
+                self.latency_us.iter().map(|(q, v)| (format!(",quantile=\"{q}\""), *v as f64 * 1e-6)).collect();
+            values.push((String::new(), self.latency_count as f64));
+            let _ = writeln!(out, "# HELP ordo_operation_latency_seconds Gateway operation latency.");
+            let _ = writeln!(out, "# TYPE ordo_operation_latency_seconds summary");
+            for (labels, value) in values.iter().take(4) {
+                let _ = writeln!(out, "ordo_operation_latency_seconds{{{base}{labels}}} {value}");
+            }
+            let _ = writeln!(out, "ordo_operation_latency_seconds_count{{{base}}} {}", self.latency_count);
+        }
+        out
+    }
+}
+
+/// Serves `/metrics` and `/status` on `address` until the task is dropped.
+pub async fn serve(address: SocketAddr, metrics: Arc<Mutex<Metrics>>) -> std::io::Result<()> {
+    let listener = TcpListener::bind(address).await?;
+    loop {
+        let Ok((mut stream, _)) = listener.accept().await else { continue };
+        let metrics = metrics.clone();
+        tokio::spawn(async move {
+            let mut head = Vec::new();
+            let mut chunk = [0u8; 1024];
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < REQUEST_HEAD_MAX {
+                match stream.read(&mut chunk).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => head.extend_from_slice(&chunk[..n]),
+                }
+            }
+            let line = head.split(|&b| b == b'\n').next().unwrap_or_default();
+            let path = line.split(|&b| b == b' ').nth(1).unwrap_or_default();
+            let (status, kind, body) = {
+                let snapshot = metrics.lock().expect("metrics lock");
+                match path {
+                    b"/metrics" => ("200 OK", "text/plain; version=0.0.4", snapshot.prometheus()),
+                    b"/status" => {
+                        ("200 OK", "application/json", serde_json::to_string(&*snapshot).expect("metrics serialize"))
+                    }
+                    _ => ("404 Not Found", "text/plain", "try /metrics or /status\n".to_string()),
+                }
+            };
+            let response = format!(
+                "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = stream.write_all(response.as_bytes()).await;
+        });
+    }
+}
+
+/// Fetches `path` from a metrics endpoint (for `cluster up` and tests): the body, or None.
+pub fn fetch(address: SocketAddr, path: &str, timeout: std::time::Duration) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect_timeout(&address, timeout).ok()?;
+    stream.set_read_timeout(Some(timeout)).ok()?;
+    stream.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes()).ok()?;
+    let mut response = String::new();
+    stream.take(64 * 1024 * 1024).read_to_string(&mut response).ok()?;
+    let (head, body) = response.split_once("\r\n\r\n")?;
+    head.starts_with("HTTP/1.1 200").then(|| body.to_string())
+}
