@@ -422,6 +422,12 @@ pub trait Node<P: Protocol>: Send {
     /// Panics if the node's state breaks one of its invariants. Drivers call it after every
     /// input in simulation and debug builds.
     fn check_invariants(&self) {}
+    /// True while a restarted replica rebuilds its state from its peers before it may take part
+    /// again (a diskless rejoin, as in Nezha). Fault injectors count such a replica as failed:
+    /// such protocols tolerate f replicas crashed *or recovering* at once.
+    fn is_recovering(&self) -> bool {
+        false
+    }
     /// The node's counters.
     fn stats(&self) -> &NodeStats;
     /// The node's state machine, for the agreement check (replicas only).

@@ -7,6 +7,8 @@
 #![deny(missing_docs)]
 
 pub mod multipaxos;
+pub mod nezha;
+pub mod tempo;
 pub mod testkit;
 pub mod unreplicated;
 
@@ -72,8 +74,14 @@ macro_rules! registry {
 registry! {
     unreplicated::Unreplicated => canary: false,
     multipaxos::MultiPaxos => canary: false,
+    nezha::Nezha => canary: false,
+    tempo::Tempo => canary: false,
     #[cfg(feature = "canary")]
     multipaxos::MultiPaxosEarlyReply => canary: true,
     #[cfg(feature = "canary")]
     multipaxos::MultiPaxosLossyViewChange => canary: true,
+    #[cfg(feature = "canary")]
+    nezha::NezhaMajorityFastQuorum => canary: true,
+    #[cfg(feature = "canary")]
+    tempo::TempoMinorityStability => canary: true,
 }

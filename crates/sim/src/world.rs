@@ -173,6 +173,8 @@ pub(crate) struct World<P: Protocol> {
     clock_rng: ChaCha8Rng,
     jitter: Option<Exp<f64>>,
     faults: Vec<Fault>,
+    /// Faults at this index and after were drawn from the seed.
+    random_faults_from: usize,
     network_faults: NetworkFaults,
     outbox: Outbox<P>,
     pub history: Vec<HistoryEvent>,
@@ -248,6 +250,7 @@ impl<P: Protocol> World<P> {
             nodes: Vec::new(),
             clients: Vec::new(),
             faults: Vec::new(),
+            random_faults_from: usize::MAX,
             network_faults: NetworkFaults::default(),
             outbox: Outbox::new(0),
             history: Vec::new(),
@@ -347,6 +350,7 @@ impl<P: Protocol> World<P> {
                 duration_ns: self.config.duration_ns,
             };
             let mut rng = stream(self.config.seed, 4);
+            self.random_faults_from = faults.len();
             let drawn = self.config.faults.draw_random(&mut rng, &scope);
             faults.extend(self.fit_crash_model(drawn));
             // The durable-write latency is part of the world drawn from the seed, so that crashes
@@ -718,6 +722,10 @@ impl<P: Protocol> World<P> {
         let node_count = self.nodes.len();
         match self.faults[index].clone() {
             Fault::Crash { node, restart_ns, .. } => {
+                if index >= self.random_faults_from && self.would_exceed_f(NodeId(node)) {
+                    *self.outcome.fault_counts.entry("crash_skipped".to_string()).or_default() += 1;
+                    return;
+                }
                 self.crash(NodeId(node));
                 if let Some(at) = restart_ns {
                     self.schedule(at.max(self.now), Event::Heal(index));
@@ -773,6 +781,19 @@ impl<P: Protocol> World<P> {
         faults.loss.retain(|(i, _)| *i != index);
         faults.duplicate.retain(|(i, _)| *i != index);
         faults.reorder.retain(|(i, _, _)| *i != index);
+    }
+
+    /// Whether crashing `id` now would leave more than f replicas of its shard crashed or still
+    /// recovering: a random plan respects the protocol's fault model, and for protocols that
+    /// rejoin from their peers a recovering replica counts as failed.
+    fn would_exceed_f(&self, id: NodeId) -> bool {
+        let Some(shard) = self.nodes.get(id.index()).and_then(|slot| slot.spec.shard) else { return false };
+        let failed = self.topology.shards[shard]
+            .iter()
+            .filter(|&&replica| replica != id)
+            .filter(|&&replica| self.nodes[replica.index()].node.as_ref().is_none_or(|node| node.is_recovering()))
+            .count();
+        failed >= self.config.f()
     }
 
     fn crash(&mut self, id: NodeId) {

@@ -1,0 +1,221 @@
+//! Messages of Nezha, and the log entry, checkpoint and log image they carry.
+
+use bytes::Bytes;
+use ordo_core::{ClientId, Command, CommandResult, NodeId, RequestId};
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+/// A crash-vector: one counter per replica rank, raised by a replica each time it rejoins
+/// (paper App. A.1). Carried by every replica-to-replica message of recovery and view change,
+/// and folded into every fast-reply hash.
+pub type CrashVector = Vec<u64>;
+
+/// One log entry: a request with the deadline it is ordered by.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Entry {
+    /// The request.
+    pub id: RequestId,
+    /// Send time plus latency bound, as stamped by the DOM sender (or raised by the leader).
+    pub deadline: u64,
+    /// The node that multicast the request (proxy, or client without proxy): replies go there.
+    pub reply_to: NodeId,
+    /// What to execute.
+    pub command: Command,
+}
+
+impl Entry {
+    /// The total order of the log: deadline, then client, then request number (spec §12.1).
+    pub fn order(&self) -> (u64, ClientId, u64) {
+        (self.deadline, self.id.client, self.id.number)
+    }
+}
+
+/// The state machine and client table after executing log positions `1..=position`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Checkpoint {
+    /// The last position folded in (the log base of whoever holds it).
+    pub position: u64,
+    /// The highest deadline folded in: later requests are ordered after it.
+    pub deadline_max: u64,
+    /// `StateMachine::snapshot` bytes.
+    pub state: Bytes,
+    /// The client table: per client, the last request number executed and its result.
+    pub clients: Vec<(ClientId, u64, CommandResult)>,
+}
+
+/// A replica's log as sent in view changes and state transfers: a checkpoint, then the synced
+/// entries at positions `checkpoint.position + 1 ..`, then the unsynced ones (no fixed position).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogImage {
+    /// The state below the first synced entry.
+    pub checkpoint: Arc<Checkpoint>,
+    /// Entries agreed with the leader of the sender's last normal view, in log order.
+    pub synced: Vec<Entry>,
+    /// Entries appended since, not yet confirmed by the leader (empty from a leader).
+    pub unsynced: Vec<Entry>,
+}
+
+impl LogImage {
+    /// The position of the last synced entry.
+    pub fn sync_point(&self) -> u64 {
+        self.checkpoint.position + self.synced.len() as u64
+    }
+}
+
+/// One position of the leader's log as a sync message announces it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SyncEntry {
+    /// The request at that position.
+    pub id: RequestId,
+    /// Its deadline in the leader's log.
+    pub deadline: u64,
+    /// The hash of the leader's fast-reply for it: a follower whose own fast-reply carried the
+    /// same hash skips its slow-reply (its fast-reply already counts in the super quorum).
+    pub hash: u64,
+    /// The full entry, when the leader resends (a follower that never received the request
+    /// gets it this way: the paper's "fetch from other replicas").
+    pub body: Option<Entry>,
+}
+
+/// Every message of Nezha.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Message {
+    /// Client → proxy: execute a command.
+    ClientRequest {
+        /// The request.
+        id: RequestId,
+        /// What to execute.
+        command: Command,
+    },
+    /// Proxy → client: the committed result.
+    ClientReply {
+        /// The request.
+        id: RequestId,
+        /// The leader's execution result.
+        result: CommandResult,
+    },
+    /// DOM sender → every replica: the request stamped with send time and latency bound.
+    Request {
+        /// The request.
+        id: RequestId,
+        /// What to execute.
+        command: Command,
+        /// The sender's clock when it sent (DOM's `s`).
+        send_ns: u64,
+        /// The latency bound (DOM's `l`); the deadline is `send_ns + bound_ns`.
+        bound_ns: u64,
+        /// The sender clock's claimed error bound (its σ for the OWD estimate).
+        sender_error_ns: u64,
+    },
+    /// Replica → DOM sender: "I appended it", with the hash of what precedes it.
+    FastReply {
+        /// The replica's view.
+        view: u64,
+        /// The request.
+        id: RequestId,
+        /// Per-key (or whole-log) hash folded with the crash-vector's hash.
+        hash: u64,
+        /// The execution result (leader only).
+        result: Option<CommandResult>,
+        /// The replica's one-way-delay estimate for this sender (piggy-backed, paper §4).
+        owd_ns: u64,
+    },
+    /// Follower → DOM sender: "my log agrees with the leader's up to these requests" (the
+    /// requests of one sync batch that this sender multicast, in one message).
+    SlowReply {
+        /// The follower's view.
+        view: u64,
+        /// The requests.
+        ids: Vec<RequestId>,
+        /// The follower's one-way-delay estimate for this sender.
+        owd_ns: u64,
+    },
+    /// Leader → followers: log positions `first ..` (batched), the commit point and the
+    /// leader's crash-vector. An empty one is the heartbeat.
+    Sync {
+        /// The leader's view.
+        view: u64,
+        /// The leader's crash-vector.
+        cv: CrashVector,
+        /// Position of the first entry.
+        first: u64,
+        /// The positions, in order.
+        entries: Vec<SyncEntry>,
+        /// Positions up to here are committed: followers may execute them.
+        commit: u64,
+    },
+    /// Follower → leader: the follower's sync-point (and that it lacks the body of the next).
+    SyncAck {
+        /// The follower's view.
+        view: u64,
+        /// The follower's crash-vector.
+        cv: CrashVector,
+        /// Its sync-point.
+        sync_point: u64,
+        /// True when it waits for the body of the entry after its sync-point.
+        missing: bool,
+    },
+    /// Any replica → all: "I moved to this view".
+    ViewChangeRequest {
+        /// The view.
+        view: u64,
+        /// The sender's crash-vector.
+        cv: CrashVector,
+    },
+    /// Replica → leader of `view`: its log for the merge.
+    ViewChange {
+        /// The view.
+        view: u64,
+        /// The sender's crash-vector.
+        cv: CrashVector,
+        /// The latest view the sender was normal in.
+        last_normal_view: u64,
+        /// The highest committed position the sender knows.
+        commit: u64,
+        /// Its log.
+        image: Arc<LogImage>,
+    },
+    /// New leader → all: the log of the new view.
+    StartView {
+        /// The view.
+        view: u64,
+        /// The leader's crash-vector.
+        cv: CrashVector,
+        /// Committed positions.
+        commit: u64,
+        /// The log, all synced.
+        image: Arc<LogImage>,
+    },
+    /// Rejoining replica → all: crash-vectors and views, please (Alg. 1's two reads in one).
+    RecoveryRequest {
+        /// Identifies this recovery attempt.
+        nonce: u64,
+        /// The sender's crash-vector (all zeros after a restart).
+        cv: CrashVector,
+    },
+    /// Normal replica → rejoining replica.
+    RecoveryReply {
+        /// The nonce echoed.
+        nonce: u64,
+        /// The replier's view.
+        view: u64,
+        /// The replier's crash-vector.
+        cv: CrashVector,
+    },
+    /// Rejoining replica → leader: send me your state.
+    StateTransferRequest {
+        /// The rejoiner's crash-vector, its own counter raised.
+        cv: CrashVector,
+    },
+    /// Leader → rejoining (or lagging) replica: the leader's log.
+    StateTransferReply {
+        /// The leader's view.
+        view: u64,
+        /// The leader's crash-vector.
+        cv: CrashVector,
+        /// Committed positions.
+        commit: u64,
+        /// The log, all synced.
+        image: Arc<LogImage>,
+    },
+}

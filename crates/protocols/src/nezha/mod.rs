@@ -1,0 +1,264 @@
+//! Nezha (Geng, Sivaraman, Prabhakar, Rosenblum, NSDI 2023): consensus on synchronised clocks.
+//!
+//! # Glossary
+//!
+//! - **DOM** (deadline-ordered multicast): a sender (proxy, or client without proxy) stamps each
+//!   request with its send time `s` and latency bound `l`; each replica holds it in its
+//!   **early-buffer** until its clock passes the **deadline** `s + l`, then appends it to its log.
+//!   A request whose deadline is not above the last released conflicting one goes to the
+//!   **late-buffer** instead (the leader raises its deadline instead).
+//! - **OWD estimate**: per sender, a percentile (median) of recent `receive − send` samples plus
+//!   β·(σS + σR), clamped to D; piggy-backed on replies; the sender's `l` is the largest.
+//! - **view**: leader is `replicas[view % n]`. **status**: normal, view-change or recovering.
+//! - **synced / unsynced**: a follower's log is a prefix agreed with the leader (up to its
+//!   **sync-point**) followed by entries it released itself, not yet confirmed.
+//! - **fast-reply**: sent by every replica on append, with a hash of the conflicting writes before
+//!   it (per key bucket, or the whole log without commutativity) and of the crash-vector; the
+//!   leader's carries the result. **slow-reply**: a follower's "synced up to this request".
+//! - **commit point**: positions synced at f + 1 replicas (leader included); followers execute up
+//!   to it and every replica folds executed positions into a **checkpoint** to truncate its log.
+//! - **crash-vector**: one counter per replica, raised by a replica each time it rejoins; a
+//!   message whose sender's counter is below what the receiver knows is stray and ignored.
+//!
+//! # Messages
+//!
+//! | message | from → to | purpose |
+//! |---|---|---|
+//! | `ClientRequest` | client → proxy | execute a command |
+//! | `ClientReply` | proxy → client | the committed result |
+//! | `Request` | proxy (or client) → replicas | DOM multicast with send time and bound |
+//! | `FastReply` | replica → proxy | appended; hash; result (leader); OWD estimate |
+//! | `SlowReply` | follower → proxy | synced with the leader up to this request |
+//! | `Sync` | leader → followers | log positions (ids and deadlines, bodies on resend), commit point, crash-vector; heartbeat |
+//! | `SyncAck` | follower → leader | sync-point (and "I lack the next body") |
+//! | `ViewChangeRequest` | replica → replicas | "I moved to view v" |
+//! | `ViewChange` | replica → new leader | its log, sync-point, last normal view |
+//! | `StartView` | new leader → replicas | the merged log of the new view |
+//! | `RecoveryRequest` / `RecoveryReply` | rejoining replica ↔ replicas | crash-vectors and views |
+//! | `StateTransferRequest` / `StateTransferReply` | rejoining (or lagging) replica ↔ leader | the leader's log |
+//!
+//! # Invariants (checked after every input by `check_invariants`)
+//!
+//! - Checkpoint position ≤ executed ≤ sync-point; executed ≤ commit point on followers; a
+//!   leader's whole log is synced and executed; every queue and map is within its limit.
+//! - Within every log, entries that conflict are in strictly increasing deadline order: the
+//!   entry check compares with the highest released conflicting deadline, never with the clock.
+//! - Safety (argued in `view_change.rs`): a committed request is on the leader and either on a
+//!   super quorum with the same hash, or under f + 1 sync-points; any f + 1 logs of the latest
+//!   normal view therefore keep it at the same place.
+//!
+//! # Status line
+//!
+//! `view=2 normal leader log=1200 sync=1200 commit=1198 exec=1200 base=1024 unsynced=0 early=3 late=0 bound=56000`
+//!
+//! See docs/protocols/nezha.md for the choices made where the paper is silent.
+
+pub mod client;
+pub mod dom;
+pub mod hashes;
+pub mod messages;
+pub mod proxy;
+pub mod quorum;
+pub mod recovery;
+pub mod replica;
+pub mod sync;
+pub mod view_change;
+
+#[cfg(feature = "canary")]
+pub mod canary;
+#[cfg(feature = "canary")]
+pub use canary::NezhaMajorityFastQuorum;
+
+#[cfg(test)]
+mod tests;
+
+use ordo_core::{Node, NodeContext, Protocol, Role};
+use serde::{Deserialize, Serialize};
+
+/// Nezha.
+pub struct Nezha;
+
+/// Options of Nezha. Defaults follow the paper's evaluation (App. D) on a LAN.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Proxies in the cluster; 0 makes every client its own DOM sender (Non-Proxy mode).
+    pub proxies: usize,
+    /// The commutativity optimisation (§5.3); off, every request conflicts with every other.
+    pub commutativity: bool,
+    /// Percentile of the OWD window used as `M` (the paper's median is 50).
+    pub owd_percentile: u8,
+    /// Samples per sender in the OWD window (the paper: 1000).
+    pub owd_window: usize,
+    /// β (the paper: 3).
+    pub owd_beta: u64,
+    /// D: the largest OWD estimate (the paper: 200 µs).
+    pub owd_max_ns: u64,
+    /// The sender's estimate for every replica before the first reply.
+    pub initial_owd_ns: u64,
+    /// The leader appends at once a request whose deadline is further than this past its
+    /// clock, with its deadline lowered (App. D.2.4); 0 turns it off.
+    pub leader_release_ahead_ns: u64,
+    /// Leader heartbeat and sync retransmission period; replicas' tick.
+    pub heartbeat_ns: u64,
+    /// A follower that hears nothing from its leader this long starts a view change (±50%).
+    pub view_change_timeout_ns: u64,
+    /// A client resends its request (through the next proxy) after this long.
+    pub client_retry_ns: u64,
+    /// A sender forgets a request nobody resent for this long.
+    pub proxy_forget_ns: u64,
+    /// Requests a sender counts replies for at once.
+    pub proxy_inflight_max: usize,
+    /// Requests an early-buffer holds; more are dropped (the client retries).
+    pub early_buffer_max: usize,
+    /// Requests a late-buffer holds; the oldest is evicted (it can be fetched again).
+    pub late_buffer_max: usize,
+    /// Unsynced entries a follower holds; beyond it, releases wait in the late-buffer.
+    pub unsynced_max: usize,
+    /// Most positions in one `Sync`.
+    pub sync_batch_max: usize,
+    /// The leader announces new positions once this many wait (sync batching, §5)...
+    pub sync_batch_min: usize,
+    /// ... or this long after the first of them was appended.
+    pub sync_delay_ns: u64,
+    /// Executed positions folded into a checkpoint each time.
+    pub checkpoint_interval: u64,
+    /// Clients remembered for at-most-once execution.
+    pub client_table_max: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            proxies: 3,
+            commutativity: true,
+            owd_percentile: 50,
+            owd_window: 1000,
+            owd_beta: 3,
+            owd_max_ns: 200_000,
+            initial_owd_ns: 80_000,
+            leader_release_ahead_ns: 50_000,
+            heartbeat_ns: 1_000_000,
+            view_change_timeout_ns: 10_000_000,
+            client_retry_ns: 10_000_000,
+            proxy_forget_ns: 200_000_000,
+            proxy_inflight_max: 100_000,
+            early_buffer_max: 100_000,
+            late_buffer_max: 10_000,
+            unsynced_max: 10_000,
+            sync_batch_max: 256,
+            sync_batch_min: 64,
+            sync_delay_ns: 100_000,
+            checkpoint_interval: 1024,
+            client_table_max: 100_000,
+        }
+    }
+}
+
+impl Config {
+    /// Rejects options no node can run with, saying which.
+    pub fn validate(&self) -> Result<(), String> {
+        let positive = [
+            ("owd_window", self.owd_window as u64),
+            ("owd_max_ns", self.owd_max_ns),
+            ("heartbeat_ns", self.heartbeat_ns),
+            ("client_retry_ns", self.client_retry_ns),
+            ("proxy_forget_ns", self.proxy_forget_ns),
+            ("proxy_inflight_max", self.proxy_inflight_max as u64),
+            ("early_buffer_max", self.early_buffer_max as u64),
+            ("late_buffer_max", self.late_buffer_max as u64),
+            ("unsynced_max", self.unsynced_max as u64),
+            ("sync_batch_max", self.sync_batch_max as u64),
+            ("sync_batch_min", self.sync_batch_min as u64),
+            ("checkpoint_interval", self.checkpoint_interval),
+            ("client_table_max", self.client_table_max as u64),
+        ];
+        if let Some((name, _)) = positive.iter().find(|(_, value)| *value == 0) {
+            return Err(format!("nezha: {name} must be positive"));
+        }
+        if self.owd_percentile > 100 {
+            return Err("nezha: owd_percentile must be at most 100".into());
+        }
+        if self.view_change_timeout_ns < 2 * self.heartbeat_ns {
+            return Err("nezha: view_change_timeout_ns must be at least two heartbeats".into());
+        }
+        Ok(())
+    }
+}
+
+/// Timers of Nezha.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Timer {
+    /// The early-buffer's earliest deadline has come (set at a local clock reading).
+    Release,
+    /// Periodic replica work: heartbeat and sync retransmission (leader), leader-failure
+    /// detection (followers), resends during view change and recovery.
+    Tick,
+    /// The leader announces the positions appended since its last sync.
+    Announce,
+    /// Periodic sender work: forget requests nobody resends.
+    ProxyTick,
+    /// A client's request went unanswered.
+    ClientRetry,
+}
+
+/// What a replica persists: only that it has launched (paper §6), so that a restart is told
+/// from a first boot and rejoins through recovery instead of acting on state it lost.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Durable {
+    /// The replica of this rank has run before.
+    Launched {
+        /// Its rank.
+        rank: usize,
+    },
+}
+
+/// A deliberate bug, for the canary of the fuzz harness (`canary.rs`). Always `None` in the
+/// real protocol.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(not(feature = "canary"), allow(dead_code))]
+pub(crate) enum Flaw {
+    /// The protocol as designed.
+    None,
+    /// Senders fast-commit with a simple majority of matching hashes (§5.2's counter-example).
+    MajorityFastQuorum,
+}
+
+impl Protocol for Nezha {
+    const NAME: &'static str = "nezha";
+    const SUMMARY: &'static str =
+        "Nezha: deadline-ordered multicast on synchronised clocks, fast and slow paths, proxies";
+    type Message = messages::Message;
+    type Timer = Timer;
+    type Durable = Durable;
+    type Config = Config;
+
+    fn extra_roles(_replicas_per_shard: usize, config: &Config) -> Vec<Role> {
+        vec![Role::Proxy; config.proxies]
+    }
+
+    fn has_fast_path() -> bool {
+        true
+    }
+
+    fn coverage_goals() -> &'static [&'static str] {
+        &["view_change", "state_transfer", "rejoin", "late_buffer", "leader_raised_deadline"]
+    }
+
+    fn validate_config(config: &Config) -> Result<(), String> {
+        config.validate()
+    }
+
+    fn new_node(context: NodeContext<Self>, durable: Vec<Durable>) -> Box<dyn Node<Self>> {
+        new_node_with(context, durable, Flaw::None)
+    }
+}
+
+/// Builds a node of the real protocol with `flaw` switched on.
+pub(crate) fn new_node_with(context: NodeContext<Nezha>, durable: Vec<Durable>, flaw: Flaw) -> Box<dyn Node<Nezha>> {
+    match context.role() {
+        Role::Client => Box::new(client::Client::new(context, flaw)),
+        Role::Proxy => Box::new(proxy::Proxy::new(context, flaw)),
+        _ => Box::new(replica::Replica::new(context, durable)),
+    }
+}

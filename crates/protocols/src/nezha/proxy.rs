@@ -1,0 +1,281 @@
+//! The DOM sender with its quorum check (paper §4, §5.1, §5.5), and the stateless proxy built on
+//! it. A client without proxy embeds the same [`Sender`].
+
+use super::dom::LatencyBound;
+use super::messages::Message;
+use super::quorum::{Commit, QuorumTracker};
+use super::{Config, Flaw, Nezha, Timer};
+use ordo_core::{
+    ClockReading, Command, CommandResult, Destinations, Node, NodeContext, NodeId, NodeStats, Outbox, RequestId,
+};
+use std::collections::BTreeMap;
+
+/// One request the sender multicast and counts replies for.
+struct InFlight {
+    /// Who gets the result: the client node (proxy) or the sender itself (client).
+    origin: NodeId,
+    tracker: QuorumTracker,
+    /// Sender ticks since the last (re)send; old requests are forgotten.
+    age_ticks: u32,
+}
+
+/// DOM-S plus the quorum check: stamps each request with send time and latency bound,
+/// multicasts it to every replica and counts the replies.
+pub struct Sender {
+    replicas: Destinations,
+    f: usize,
+    bound: LatencyBound,
+    inflight: BTreeMap<RequestId, InFlight>,
+    inflight_max: usize,
+    forget_ticks: u32,
+    /// Followers (besides the leader) a fast commit needs.
+    fast_followers: usize,
+}
+
+impl Sender {
+    /// A sender for the cluster of `context`.
+    pub(crate) fn new(context: &NodeContext<Nezha>, flaw: Flaw) -> Self {
+        let replicas = context.topology.replicas().clone();
+        assert!(!replicas.is_empty(), "a cluster has replicas");
+        let config = &context.config;
+        let forget_ticks = u32::try_from(config.proxy_forget_ns / config.heartbeat_ns.max(1)).unwrap_or(u32::MAX);
+        Sender {
+            bound: LatencyBound::new(replicas.len(), config.initial_owd_ns),
+            replicas,
+            f: context.topology.f,
+            inflight: BTreeMap::new(),
+            inflight_max: config.proxy_inflight_max,
+            forget_ticks: forget_ticks.max(2),
+            fast_followers: match flaw {
+                Flaw::None => super::quorum::fast_quorum(context.topology.f) - 1,
+                Flaw::MajorityFastQuorum => context.topology.f,
+            },
+        }
+    }
+
+    /// The latency bound in use (the largest replica estimate).
+    pub fn bound_ns(&self) -> u64 {
+        self.bound.bound_ns()
+    }
+
+    /// Requests being counted.
+    pub fn inflight(&self) -> usize {
+        self.inflight.len()
+    }
+
+    /// Multicasts a request stamped with the local clock. A resend of a request already in
+    /// flight keeps the replies counted so far (they are for the same request).
+    pub fn send(
+        &mut self,
+        now: ClockReading,
+        id: RequestId,
+        command: Command,
+        origin: NodeId,
+        stats: &mut NodeStats,
+        out: &mut Outbox<Nezha>,
+    ) {
+        if !self.inflight.contains_key(&id) && self.inflight.len() >= self.inflight_max {
+            stats.drop_input("sender in-flight table full");
+            return;
+        }
+        let flight = self.inflight.entry(id).or_insert_with(|| InFlight {
+            origin,
+            tracker: QuorumTracker::default(),
+            age_ticks: 0,
+        });
+        flight.origin = origin;
+        flight.age_ticks = 0;
+        let message = Message::Request {
+            id,
+            command,
+            send_ns: now.local_ns,
+            bound_ns: self.bound.bound_ns(),
+            sender_error_ns: now.error_bound_ns,
+        };
+        out.multicast(&self.replicas, message);
+    }
+
+    fn rank(&self, from: NodeId) -> Option<usize> {
+        self.replicas.iter().position(|&r| r == from)
+    }
+
+    fn is_leader(&self, view: u64, rank: usize) -> bool {
+        (view % self.replicas.len() as u64) as usize == rank
+    }
+
+    /// A fast-reply; returns the origin and commit once the request commits.
+    #[allow(clippy::too_many_arguments)]
+    pub fn on_fast_reply(
+        &mut self,
+        from: NodeId,
+        view: u64,
+        id: RequestId,
+        hash: u64,
+        result: Option<CommandResult>,
+        owd_ns: u64,
+        stats: &mut NodeStats,
+    ) -> Option<(NodeId, Commit)> {
+        let Some(rank) = self.rank(from) else {
+            stats.drop_input("fast-reply from a non-replica");
+            return None;
+        };
+        self.bound.update(rank, owd_ns);
+        let is_leader = self.is_leader(view, rank);
+        let Some(flight) = self.inflight.get_mut(&id) else {
+            stats.drop_input("fast-reply for a request not in flight");
+            return None;
+        };
+        if !flight.tracker.fast_reply(view, rank, is_leader, hash, result) {
+            stats.drop_input("fast-reply of an old view or without result");
+            return None;
+        }
+        self.maybe_commit(id, stats)
+    }
+
+    /// A slow-reply; returns the origin and commit once the request commits.
+    pub fn on_slow_reply(
+        &mut self,
+        from: NodeId,
+        view: u64,
+        id: RequestId,
+        owd_ns: u64,
+        stats: &mut NodeStats,
+    ) -> Option<(NodeId, Commit)> {
+        let Some(rank) = self.rank(from) else {
+            stats.drop_input("slow-reply from a non-replica");
+            return None;
+        };
+        self.bound.update(rank, owd_ns);
+        let is_leader = self.is_leader(view, rank);
+        let Some(flight) = self.inflight.get_mut(&id) else {
+            // Usual: the request committed on the fast path before its sync.
+            stats.count("slow_reply_after_commit");
+            return None;
+        };
+        if !flight.tracker.slow_reply(view, rank, is_leader) {
+            stats.drop_input("slow-reply of an old view or from the leader");
+            return None;
+        }
+        self.maybe_commit(id, stats)
+    }
+
+    fn maybe_commit(&mut self, id: RequestId, stats: &mut NodeStats) -> Option<(NodeId, Commit)> {
+        let commit = self.inflight.get(&id)?.tracker.check(self.f, self.fast_followers)?;
+        let flight = self.inflight.remove(&id).expect("checked above");
+        match commit {
+            Commit::Fast(_) => stats.fast_path_commits += 1,
+            Commit::Slow(_) => stats.slow_path_commits += 1,
+        }
+        Some((flight.origin, commit))
+    }
+
+    /// Ages in-flight requests and forgets those nobody resent for a while (their client gave
+    /// up or retries through another proxy).
+    pub fn tick(&mut self) {
+        let forget = self.forget_ticks;
+        self.inflight.retain(|_, flight| {
+            flight.age_ticks += 1;
+            flight.age_ticks < forget
+        });
+    }
+
+    /// Forgets one request (its client abandoned it).
+    pub fn forget(&mut self, id: &RequestId) {
+        self.inflight.remove(id);
+    }
+
+    /// Panics if the sender's bounds are broken.
+    pub fn check_invariants(&self) {
+        assert!(self.inflight.len() <= self.inflight_max, "in-flight table within its limit");
+        assert!(self.f * 2 < self.replicas.len(), "2f + 1 replicas");
+    }
+}
+
+/// The result a commit carries.
+pub fn commit_result(commit: Commit) -> CommandResult {
+    match commit {
+        Commit::Fast(result) | Commit::Slow(result) => result,
+    }
+}
+
+/// A stateless proxy: DOM sender and quorum checker on behalf of clients.
+pub struct Proxy {
+    sender: Sender,
+    heartbeat_ns: u64,
+    stats: NodeStats,
+}
+
+impl Proxy {
+    /// A proxy with no request in flight.
+    pub(crate) fn new(context: NodeContext<Nezha>, flaw: Flaw) -> Self {
+        let config: &Config = &context.config;
+        Proxy { heartbeat_ns: config.heartbeat_ns, sender: Sender::new(&context, flaw), stats: NodeStats::default() }
+    }
+
+    fn on_client_request(
+        &mut self,
+        now: ClockReading,
+        from: NodeId,
+        id: RequestId,
+        command: Command,
+        out: &mut Outbox<Nezha>,
+    ) -> Result<(), &'static str> {
+        if id.client != from.into() {
+            return Err("client request under another client's id");
+        }
+        self.sender.send(now, id, command, from, &mut self.stats, out);
+        Ok(())
+    }
+
+    fn deliver(&mut self, id: RequestId, done: Option<(NodeId, Commit)>, out: &mut Outbox<Nezha>) {
+        if let Some((origin, commit)) = done {
+            out.send(origin, Message::ClientReply { id, result: commit_result(commit) });
+        }
+    }
+}
+
+impl Node<Nezha> for Proxy {
+    fn on_start(&mut self, _now: ClockReading, out: &mut Outbox<Nezha>) {
+        out.set_timer(Timer::ProxyTick, self.heartbeat_ns);
+    }
+
+    fn on_message(&mut self, now: ClockReading, from: NodeId, message: Message, out: &mut Outbox<Nezha>) {
+        match message {
+            Message::ClientRequest { id, command } => {
+                if let Err(reason) = self.on_client_request(now, from, id, command, out) {
+                    self.stats.drop_input(reason);
+                }
+            }
+            Message::FastReply { view, id, hash, result, owd_ns } => {
+                let done = self.sender.on_fast_reply(from, view, id, hash, result, owd_ns, &mut self.stats);
+                self.deliver(id, done, out);
+            }
+            Message::SlowReply { view, ids, owd_ns } => {
+                for id in ids {
+                    let done = self.sender.on_slow_reply(from, view, id, owd_ns, &mut self.stats);
+                    self.deliver(id, done, out);
+                }
+            }
+            _ => self.stats.drop_input("replica-to-replica message sent to a proxy"),
+        }
+    }
+
+    fn on_timer(&mut self, _now: ClockReading, timer: Timer, out: &mut Outbox<Nezha>) {
+        if timer == Timer::ProxyTick {
+            self.sender.tick();
+            out.set_timer(Timer::ProxyTick, self.heartbeat_ns);
+        }
+    }
+
+    fn check_invariants(&self) {
+        self.sender.check_invariants();
+    }
+
+    fn stats(&self) -> &NodeStats {
+        &self.stats
+    }
+
+    fn status(&self) -> String {
+        format!("proxy inflight={} bound={}ns", self.sender.inflight(), self.sender.bound_ns())
+    }
+}

@@ -1,0 +1,653 @@
+//! The replica: its state, dispatch, the DOM receiver (early- and late-buffer, release) and the
+//! leader's append and execution (paper §4, §5.2–§5.4, §5.6). Sync handling is in `sync.rs`,
+//! view change in `view_change.rs`, rejoin and state transfer in `recovery.rs`.
+
+use super::dom::{EarlyBuffer, EstimatorOptions, OwdEstimator};
+use super::hashes::{ConflictTable, Footprint};
+use super::messages::{Checkpoint, CrashVector, Entry, LogImage, Message, SyncEntry};
+use super::{Config, Durable, Nezha, Timer};
+use bytes::Bytes;
+use ordo_core::{
+    ClientId, ClockReading, Command, CommandResult, Destinations, Node, NodeContext, NodeId, NodeStats, Outbox,
+    PersistMode, PersistTicket, RequestId, StateMachine,
+};
+use rand::{RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// What a replica is doing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Status {
+    /// Processing requests in its view.
+    Normal,
+    /// Electing the leader of its view.
+    ViewChange,
+    /// Restarted: rejoining from its peers before it does anything else.
+    Recovering,
+}
+
+/// One log entry with what the replica computed when it appended it.
+#[derive(Clone, Debug)]
+pub struct Slot {
+    /// The entry.
+    pub entry: Entry,
+    /// Its buckets and whether it writes.
+    pub print: Footprint,
+    /// The hash its fast-reply carried (resent for duplicates).
+    pub hash: u64,
+}
+
+/// Where a rejoin stands (`recovery.rs`).
+#[derive(Clone, Debug)]
+pub struct Rejoin {
+    /// Identifies this attempt; replies echo it.
+    pub nonce: u64,
+    /// Crash-vectors and views received, by rank.
+    pub replies: BTreeMap<usize, (u64, CrashVector)>,
+    /// True once the own counter was raised (done once per restart).
+    pub raised: bool,
+    /// The leader asked for state, if any.
+    pub asked: Option<NodeId>,
+    /// Ticks since the last step.
+    pub ticks: u64,
+}
+
+/// A view-change vote the leader-to-be holds.
+#[derive(Clone, Debug)]
+pub struct Vote {
+    /// The sender's crash-vector.
+    pub cv: CrashVector,
+    /// Its last normal view.
+    pub last_normal_view: u64,
+    /// Its commit point.
+    pub commit: u64,
+    /// Its log.
+    pub image: Arc<LogImage>,
+}
+
+/// A Nezha replica.
+pub struct Replica {
+    pub(super) me: NodeId,
+    pub(super) rank: usize,
+    pub(super) replicas: Destinations,
+    pub(super) f: usize,
+    pub(super) config: Config,
+    pub(super) status: Status,
+    pub(super) view: u64,
+    pub(super) last_normal_view: u64,
+    pub(super) cv: CrashVector,
+    /// State below the first synced entry.
+    pub(super) checkpoint: Arc<Checkpoint>,
+    /// Entries agreed with the leader, at positions `checkpoint.position + 1 ..`.
+    pub(super) synced: Vec<Slot>,
+    /// Entries released here and not yet confirmed by the leader (always empty at the leader).
+    pub(super) unsynced: Vec<Slot>,
+    /// Position of every synced entry.
+    pub(super) positions: BTreeMap<RequestId, u64>,
+    /// Positions up to here are committed.
+    pub(super) commit: u64,
+    /// Positions up to here are applied to the state machine.
+    pub(super) executed: u64,
+    pub(super) state_machine: Box<dyn StateMachine>,
+    pub(super) new_state_machine: fn() -> Box<dyn StateMachine>,
+    /// Per client: last request number executed and its result (at-most-once, §5.6).
+    pub(super) clients: BTreeMap<ClientId, (u64, CommandResult)>,
+    pub(super) conflicts: ConflictTable,
+    pub(super) early: EarlyBuffer<Entry>,
+    /// The early-buffer's key of every request it holds.
+    pub(super) early_ids: BTreeMap<RequestId, (u64, ClientId, u64)>,
+    pub(super) late: BTreeMap<RequestId, Entry>,
+    pub(super) owd: OwdEstimator,
+    /// Follower: sync positions received beyond the sync-point.
+    pub(super) pending_sync: BTreeMap<u64, SyncEntry>,
+    /// Leader: each replica's sync-point as last acknowledged in this view.
+    pub(super) acked: Vec<u64>,
+    /// Leader: the acknowledgements at the previous tick (a follower whose ack did not move
+    /// while behind gets a resend).
+    pub(super) acked_last_tick: Vec<u64>,
+    /// Leader: the first position no sync announced yet.
+    pub(super) unannounced: u64,
+    /// Leader: the announce timer is pending.
+    pub(super) announce_scheduled: bool,
+    /// Follower: asked the leader for a body or state since the last tick.
+    pub(super) asked_this_tick: bool,
+    /// Ticks without hearing from the leader (or without finishing the view change).
+    pub(super) quiet_ticks: u64,
+    /// Ticks of quiet before a view change (randomised).
+    pub(super) timeout_ticks: u64,
+    /// New leader: view-change votes of the current view, by rank.
+    pub(super) votes: BTreeMap<usize, Vote>,
+    pub(super) rejoin: Option<Rejoin>,
+    pub(super) rng: ChaCha8Rng,
+    pub(super) stats: NodeStats,
+    /// First boot: the launch marker's write. Everything this replica sends waits for it, so a
+    /// crash before it is durable leaves a replica that never spoke and may boot fresh again.
+    pub(super) launch: Option<PersistTicket>,
+}
+
+/// Positions a follower buffers beyond its sync-point.
+const PENDING_SYNC_MAX: u64 = 65_536;
+
+impl Replica {
+    /// A replica, fresh (`durable` empty: it joins view 0 as normal) or restarted (it rejoins).
+    pub fn new(context: NodeContext<Nezha>, durable: Vec<Durable>) -> Self {
+        let replicas = context.topology.replicas().clone();
+        let rank = context.topology.replica_rank(context.id).expect("a replica has a rank");
+        let config = context.config.clone();
+        let n = replicas.len();
+        let options = EstimatorOptions {
+            window: config.owd_window,
+            percentile: config.owd_percentile,
+            beta: config.owd_beta,
+            max_ns: config.owd_max_ns,
+            senders_max: context.topology.nodes.len(),
+        };
+        let restarted = !durable.is_empty();
+        for record in &durable {
+            let Durable::Launched { rank: stored } = record;
+            assert_eq!(*stored, rank, "a replica restarts with its own launch marker");
+        }
+        let mut replica = Replica {
+            me: context.id,
+            rank,
+            f: context.topology.f,
+            status: if restarted { Status::Recovering } else { Status::Normal },
+            view: 0,
+            last_normal_view: 0,
+            cv: vec![0; n],
+            checkpoint: Arc::new(Checkpoint {
+                position: 0,
+                deadline_max: 0,
+                state: (context.new_state_machine)().snapshot().into(),
+                clients: Vec::new(),
+            }),
+            synced: Vec::new(),
+            unsynced: Vec::new(),
+            positions: BTreeMap::new(),
+            commit: 0,
+            executed: 0,
+            state_machine: (context.new_state_machine)(),
+            new_state_machine: context.new_state_machine,
+            clients: BTreeMap::new(),
+            conflicts: ConflictTable::new(config.commutativity),
+            early: EarlyBuffer::new(config.early_buffer_max),
+            early_ids: BTreeMap::new(),
+            late: BTreeMap::new(),
+            owd: OwdEstimator::new(options),
+            pending_sync: BTreeMap::new(),
+            acked: vec![0; n],
+            acked_last_tick: vec![0; n],
+            unannounced: 1,
+            announce_scheduled: false,
+            asked_this_tick: false,
+            quiet_ticks: 0,
+            timeout_ticks: 0,
+            votes: BTreeMap::new(),
+            rejoin: None,
+            rng: ChaCha8Rng::seed_from_u64(context.seed),
+            stats: NodeStats::default(),
+            launch: None,
+            replicas,
+            config,
+        };
+        replica.reset_timeout();
+        replica
+    }
+
+    /// Sends one message (after the launch marker is durable, on a first boot).
+    pub(super) fn send_to(&self, out: &mut Outbox<Nezha>, to: NodeId, message: Message) {
+        match self.launch {
+            Some(ticket) => out.send_after(ticket, to, message),
+            None => out.send(to, message),
+        }
+    }
+
+    /// Sends one message to every other replica (after the launch marker is durable).
+    pub(super) fn send_all(&self, out: &mut Outbox<Nezha>, message: Message) {
+        match self.launch {
+            Some(ticket) => out.multicast_after(ticket, &self.replicas, message),
+            None => out.multicast(&self.replicas, message),
+        }
+    }
+
+    /// The leader of `view`.
+    pub(super) fn leader_of(&self, view: u64) -> NodeId {
+        self.replicas[(view % self.replicas.len() as u64) as usize]
+    }
+
+    /// True when this replica leads its view.
+    pub(super) fn is_leader(&self) -> bool {
+        self.leader_of(self.view) == self.me
+    }
+
+    /// The rank of a replica node.
+    pub(super) fn rank_of(&self, node: NodeId) -> Option<usize> {
+        self.replicas.iter().position(|&r| r == node)
+    }
+
+    /// The position of the last synced entry.
+    pub(super) fn sync_point(&self) -> u64 {
+        self.checkpoint.position + self.synced.len() as u64
+    }
+
+    /// Draws a new leader-failure timeout, ±50% around the configured one.
+    pub(super) fn reset_timeout(&mut self) {
+        let base = (self.config.view_change_timeout_ns / self.config.heartbeat_ns).max(2);
+        self.timeout_ticks = self.rng.random_range(base / 2..=base + base / 2).max(2);
+        self.quiet_ticks = 0;
+    }
+
+    /// CHECK-CRASH-VECTOR (Alg. 1): false for a stray message, sent by `sender` before its
+    /// latest rejoin; otherwise learns the message's counters.
+    pub(super) fn check_crash_vector(&mut self, sender: usize, cv: &CrashVector) -> bool {
+        if cv.len() != self.cv.len() || cv[sender] < self.cv[sender] {
+            return false;
+        }
+        for (mine, theirs) in self.cv.iter_mut().zip(cv) {
+            *mine = (*mine).max(*theirs);
+        }
+        true
+    }
+
+    /// Our current log as sent in view changes and state transfers.
+    pub(super) fn image(&self) -> Arc<LogImage> {
+        Arc::new(LogImage {
+            checkpoint: self.checkpoint.clone(),
+            synced: self.synced.iter().map(|slot| slot.entry.clone()).collect(),
+            unsynced: self.unsynced.iter().map(|slot| slot.entry.clone()).collect(),
+        })
+    }
+
+    // ----- DOM receiver -------------------------------------------------------------------
+
+    #[allow(clippy::too_many_arguments)]
+    fn on_request(
+        &mut self,
+        now: ClockReading,
+        from: NodeId,
+        id: RequestId,
+        command: Command,
+        send_ns: u64,
+        bound_ns: u64,
+        sender_error_ns: u64,
+        out: &mut Outbox<Nezha>,
+    ) -> Result<(), &'static str> {
+        if self.status != Status::Normal {
+            return Err("request while not normal");
+        }
+        if self.rank_of(from).is_some() {
+            return Err("request from a replica");
+        }
+        if !self.owd.record(from, send_ns, now.local_ns, sender_error_ns) {
+            self.stats.drop_input("owd sample from an untracked sender");
+        }
+        if self.answer_duplicate(now, from, id, out) {
+            return Ok(());
+        }
+        if self.early_ids.contains_key(&id) || self.late.contains_key(&id) {
+            return Err("request already buffered");
+        }
+        let entry = Entry { id, deadline: send_ns.saturating_add(bound_ns), reply_to: from, command };
+        let print = self.conflicts.footprint(&entry.command);
+        if self.is_leader() {
+            self.leader_receive(now, entry, print, out);
+        } else if self.conflicts.eligible(&print, entry.deadline) {
+            self.hold(entry)?;
+        } else {
+            self.stats.count("late_buffer");
+            self.keep_late(entry);
+        }
+        self.release_due(now, out);
+        Ok(())
+    }
+
+    /// Answers a request this replica already appended or executed, as §5.6 says: the previous
+    /// reply again (sent to whoever sent this copy). True when the request was a duplicate.
+    fn answer_duplicate(&mut self, now: ClockReading, from: NodeId, id: RequestId, out: &mut Outbox<Nezha>) -> bool {
+        let owd_ns = self.owd.estimate(from, now.error_bound_ns);
+        let executed = self.clients.get(&id.client).filter(|(number, _)| *number >= id.number).cloned();
+        let synced = self.positions.get(&id).copied();
+        let unsynced = self.unsynced.iter().find(|slot| slot.entry.id == id).map(|slot| slot.hash);
+        if executed.is_none() && synced.is_none() && unsynced.is_none() {
+            return false;
+        }
+        if self.is_leader() {
+            let Some((number, result)) = executed else {
+                self.stats.drop_input("duplicate at the leader not executed yet");
+                return true;
+            };
+            if number != id.number {
+                self.stats.drop_input("duplicate of a request the client moved past");
+                return true;
+            }
+            let hash = synced.map_or(0, |position| self.slot(position).map_or(0, |slot| slot.hash));
+            self.send_to(out, from, Message::FastReply { view: self.view, id, hash, result: Some(result), owd_ns });
+        } else if let Some(hash) = unsynced {
+            self.send_to(out, from, Message::FastReply { view: self.view, id, hash, result: None, owd_ns });
+        } else {
+            self.send_to(out, from, Message::SlowReply { view: self.view, ids: vec![id], owd_ns });
+        }
+        self.stats.count("duplicate_reply");
+        true
+    }
+
+    /// The synced slot at `position`, if held in memory.
+    pub(super) fn slot(&self, position: u64) -> Option<&Slot> {
+        let index = position.checked_sub(self.checkpoint.position + 1)?;
+        self.synced.get(usize::try_from(index).ok()?)
+    }
+
+    /// The leader takes a request: late ones get a deadline just above the last released
+    /// conflicting request (§5.4), and so do ones whose deadline is far past the leader's clock
+    /// (App. D.2.4); both are appended at once. Others wait in the early-buffer.
+    fn leader_receive(&mut self, now: ClockReading, mut entry: Entry, print: Footprint, out: &mut Outbox<Nezha>) {
+        let ahead = self.config.leader_release_ahead_ns;
+        let too_far = ahead > 0 && entry.deadline > now.local_ns.saturating_add(ahead);
+        if !self.conflicts.eligible(&print, entry.deadline) || too_far {
+            entry.deadline = self.conflicts.threshold(&print) + 1;
+            self.stats.count("leader_raised_deadline");
+            self.leader_append(vec![(entry, print)], out);
+        } else if let Err(reason) = self.hold(entry) {
+            self.stats.drop_input(reason);
+        }
+    }
+
+    fn hold(&mut self, entry: Entry) -> Result<(), &'static str> {
+        let order = entry.order();
+        let id = entry.id;
+        self.early.insert(order, entry).map_err(|_| "early-buffer full")?;
+        self.early_ids.insert(id, order);
+        Ok(())
+    }
+
+    /// Keeps a request in the late-buffer, evicting the oldest-numbered one when full (an
+    /// evicted request can still reach the log through a sync with its body).
+    pub(super) fn keep_late(&mut self, entry: Entry) {
+        if self.late.len() >= self.config.late_buffer_max {
+            self.late.pop_first();
+            self.stats.drop_input("late-buffer full: evicted");
+        }
+        self.late.insert(entry.id, entry);
+    }
+
+    /// Releases every early-buffer entry whose deadline the clock has passed, in deadline
+    /// order, and sets the release timer for the next one.
+    pub(super) fn release_due(&mut self, now: ClockReading, out: &mut Outbox<Nezha>) {
+        let mut released = Vec::new();
+        while let Some((_, entry)) = self.early.pop_due(now.local_ns) {
+            self.early_ids.remove(&entry.id);
+            let print = self.conflicts.footprint(&entry.command);
+            if self.is_leader() {
+                self.leader_append(vec![(entry, print)], out);
+                continue;
+            }
+            // Re-checked at release: a sync may have raised the threshold meanwhile.
+            if self.positions.contains_key(&entry.id) || self.unsynced.iter().any(|s| s.entry.id == entry.id) {
+                continue;
+            }
+            if !self.conflicts.eligible(&print, entry.deadline) || self.unsynced.len() >= self.config.unsynced_max {
+                self.stats.count("late_buffer");
+                self.keep_late(entry);
+                continue;
+            }
+            self.conflicts.add(&entry, &print);
+            let hash = self.conflicts.reply_hash(&print, &self.cv);
+            released.push((entry.reply_to, entry.id, hash));
+            self.unsynced.push(Slot { entry, print, hash });
+        }
+        for (to, id, hash) in released {
+            let owd_ns = self.owd.estimate(to, now.error_bound_ns);
+            self.send_to(out, to, Message::FastReply { view: self.view, id, hash, result: None, owd_ns });
+        }
+        if let Some(deadline) = self.early.next_deadline() {
+            out.set_timer_at(Timer::Release, deadline);
+        }
+    }
+
+    /// The leader appends entries, executes them, fast-replies with the results and announces
+    /// the new positions to the followers.
+    pub(super) fn leader_append(&mut self, entries: Vec<(Entry, Footprint)>, out: &mut Outbox<Nezha>) {
+        assert!(self.is_leader() && self.status == Status::Normal, "only a normal leader appends");
+        for (mut entry, print) in entries {
+            if self.positions.contains_key(&entry.id)
+                || self.clients.get(&entry.id.client).is_some_and(|(number, _)| *number >= entry.id.number)
+            {
+                self.stats.drop_input("released a request already appended or executed");
+                continue;
+            }
+            if !self.conflicts.eligible(&print, entry.deadline) {
+                entry.deadline = self.conflicts.threshold(&print) + 1;
+                self.stats.count("leader_raised_deadline");
+            }
+            self.conflicts.add(&entry, &print);
+            let hash = self.conflicts.reply_hash(&print, &self.cv);
+            let position = self.sync_point() + 1;
+            self.positions.insert(entry.id, position);
+            let (to, id) = (entry.reply_to, entry.id);
+            self.synced.push(Slot { entry, print, hash });
+            let result = self.execute_through(position);
+            let owd_ns = self.owd.estimate(to, 0);
+            self.send_to(out, to, Message::FastReply { view: self.view, id, hash, result, owd_ns });
+        }
+        self.maybe_announce(out);
+        self.maybe_checkpoint();
+    }
+
+    // ----- execution and checkpoints ------------------------------------------------------
+
+    /// Applies synced positions up to `position`; returns the last one's result.
+    pub(super) fn execute_through(&mut self, position: u64) -> Option<CommandResult> {
+        assert!(position <= self.sync_point(), "only synced positions execute");
+        let mut last = None;
+        while self.executed < position {
+            let slot = self.slot(self.executed + 1).expect("positions above the checkpoint are in memory");
+            let (id, command) = (slot.entry.id, slot.entry.command.clone());
+            let result = match self.clients.get(&id.client) {
+                // At-most-once: a request already executed (a retry with a new deadline that
+                // reached the log twice) is skipped everywhere alike.
+                Some((number, result)) if *number >= id.number => {
+                    if *number == id.number {
+                        result.clone()
+                    } else {
+                        CommandResult::Error("stale request".into())
+                    }
+                }
+                _ => {
+                    let result = self.state_machine.apply(id, &command);
+                    self.remember_client(id, result.clone());
+                    self.stats.executed += 1;
+                    result
+                }
+            };
+            self.executed += 1;
+            last = Some(result);
+        }
+        last
+    }
+
+    fn remember_client(&mut self, id: RequestId, result: CommandResult) {
+        self.clients.insert(id.client, (id.number, result));
+        if self.clients.len() > self.config.client_table_max {
+            // Deterministic eviction: every replica executes the same sequence.
+            self.clients.pop_first();
+        }
+    }
+
+    /// Folds executed positions into a checkpoint once an interval's worth accumulated, so
+    /// that the log does not grow without bound.
+    pub(super) fn maybe_checkpoint(&mut self) {
+        let held = self.executed - self.checkpoint.position;
+        if held < self.config.checkpoint_interval {
+            return;
+        }
+        if self.status == Status::Normal && self.is_leader() && self.unannounced <= self.executed {
+            // Positions are announced from memory: fold them only once announced.
+            return;
+        }
+        let fold = usize::try_from(held).expect("held positions fit in memory");
+        let mut deadline_max = self.checkpoint.deadline_max;
+        for slot in self.synced.drain(..fold) {
+            deadline_max = deadline_max.max(slot.entry.deadline);
+            self.positions.remove(&slot.entry.id);
+        }
+        self.checkpoint = Arc::new(Checkpoint {
+            position: self.executed,
+            deadline_max,
+            state: Bytes::from(self.state_machine.snapshot()),
+            clients: self.clients.iter().map(|(client, (number, result))| (*client, *number, result.clone())).collect(),
+        });
+        self.stats.count("checkpoint");
+    }
+
+    /// Replaces the state machine and client table with a checkpoint's.
+    pub(super) fn restore(&mut self, checkpoint: &Checkpoint) {
+        let mut machine = (self.new_state_machine)();
+        machine.restore(&checkpoint.state).expect("a checkpoint taken by a replica restores");
+        self.state_machine = machine;
+        self.clients = checkpoint.clients.iter().map(|(c, n, r)| (*c, (*n, r.clone()))).collect();
+        self.executed = checkpoint.position;
+    }
+}
+
+impl Node<Nezha> for Replica {
+    fn on_start(&mut self, now: ClockReading, out: &mut Outbox<Nezha>) {
+        if self.status == Status::Recovering {
+            self.start_rejoin(out);
+        } else {
+            self.launch = Some(out.persist(Durable::Launched { rank: self.rank }, PersistMode::Replace));
+        }
+        let _ = now;
+        out.set_timer(Timer::Tick, self.config.heartbeat_ns);
+    }
+
+    fn on_message(&mut self, now: ClockReading, from: NodeId, message: Message, out: &mut Outbox<Nezha>) {
+        let handled = match message {
+            Message::Request { id, command, send_ns, bound_ns, sender_error_ns } => {
+                self.on_request(now, from, id, command, send_ns, bound_ns, sender_error_ns, out)
+            }
+            Message::Sync { view, cv, first, entries, commit } => {
+                self.on_sync(now, from, view, cv, first, entries, commit, out)
+            }
+            Message::SyncAck { view, cv, sync_point, missing } => {
+                self.on_sync_ack(from, view, cv, sync_point, missing, out)
+            }
+            Message::ViewChangeRequest { view, cv } => self.on_view_change_request(now, from, view, cv, out),
+            Message::ViewChange { view, cv, last_normal_view, commit, image } => {
+                self.on_view_change(now, from, view, cv, last_normal_view, commit, image, out)
+            }
+            Message::StartView { view, cv, commit, image } => {
+                self.on_start_view(now, from, view, cv, commit, image, out)
+            }
+            Message::RecoveryRequest { nonce, cv } => self.on_recovery_request(from, nonce, cv, out),
+            Message::RecoveryReply { nonce, view, cv } => self.on_recovery_reply(from, nonce, view, cv, out),
+            Message::StateTransferRequest { cv } => self.on_state_transfer_request(from, cv, out),
+            Message::StateTransferReply { view, cv, commit, image } => {
+                self.on_state_transfer_reply(now, from, view, cv, commit, image, out)
+            }
+            Message::ClientRequest { .. }
+            | Message::ClientReply { .. }
+            | Message::FastReply { .. }
+            | Message::SlowReply { .. } => Err("client or proxy message sent to a replica"),
+        };
+        if let Err(reason) = handled {
+            self.stats.drop_input(reason);
+        }
+    }
+
+    fn on_timer(&mut self, now: ClockReading, timer: Timer, out: &mut Outbox<Nezha>) {
+        match timer {
+            Timer::Release => {
+                if self.status == Status::Normal {
+                    self.release_due(now, out);
+                }
+            }
+            Timer::Tick => {
+                self.on_tick(now, out);
+                out.set_timer(Timer::Tick, self.config.heartbeat_ns);
+            }
+            Timer::Announce => {
+                self.announce_scheduled = false;
+                if self.status == Status::Normal && self.is_leader() {
+                    self.announce(out);
+                    self.maybe_checkpoint();
+                }
+            }
+            Timer::ProxyTick | Timer::ClientRetry => self.stats.drop_input("sender timer at a replica"),
+        }
+    }
+
+    fn check_invariants(&self) {
+        let sync_point = self.sync_point();
+        assert!(self.checkpoint.position <= self.executed, "executed positions include the checkpoint");
+        assert!(self.executed <= sync_point, "only synced positions execute");
+        assert!(self.positions.len() == self.synced.len(), "every synced entry is indexed");
+        assert!(self.last_normal_view <= self.view, "last normal view is at most the view");
+        assert!(self.early.len() == self.early_ids.len(), "early-buffer index matches");
+        assert!(self.early.len() <= self.config.early_buffer_max, "early-buffer within its limit");
+        assert!(self.late.len() <= self.config.late_buffer_max, "late-buffer within its limit");
+        assert!(self.unsynced.len() <= self.config.unsynced_max, "unsynced entries within their limit");
+        assert!(self.clients.len() <= self.config.client_table_max, "client table within its limit");
+        assert!(self.pending_sync.len() as u64 <= PENDING_SYNC_MAX, "pending syncs within their limit");
+        if self.status == Status::Normal {
+            assert_eq!(self.last_normal_view, self.view, "a normal replica is normal in its view");
+            if self.is_leader() {
+                assert!(self.unsynced.is_empty(), "the leader's whole log is synced");
+                assert_eq!(self.executed, sync_point, "the leader executes on append");
+            } else {
+                assert!(
+                    self.executed <= self.commit.max(self.checkpoint.position),
+                    "followers execute committed positions only"
+                );
+            }
+        }
+        if let (Some(last), Some(first)) = (self.synced.last(), self.synced.first()) {
+            assert!(self.positions.get(&last.entry.id) == Some(&sync_point), "the last synced entry is indexed");
+            assert!(self.positions.get(&first.entry.id) == Some(&(self.checkpoint.position + 1)), "first indexed");
+        }
+    }
+
+    fn stats(&self) -> &NodeStats {
+        &self.stats
+    }
+
+    /// The state for the agreement check, only while it holds committed positions alone: the
+    /// leader executes on append (§5.2), ahead of the commit point, and a deposed leader's
+    /// speculative state is discarded when it adopts the next view's log (`adopt`).
+    fn state_machine(&self) -> Option<&dyn StateMachine> {
+        (self.executed <= self.commit).then_some(self.state_machine.as_ref())
+    }
+
+    fn is_recovering(&self) -> bool {
+        self.status == Status::Recovering
+    }
+
+    fn status(&self) -> String {
+        let status = match self.status {
+            Status::Normal => "normal",
+            Status::ViewChange => "view-change",
+            Status::Recovering => "recovering",
+        };
+        let role = if self.is_leader() { "leader" } else { "follower" };
+        format!(
+            "view={} {status} {role} log={} sync={} commit={} exec={} base={} unsynced={} early={} late={} cv={:?}",
+            self.view,
+            self.sync_point() + self.unsynced.len() as u64,
+            self.sync_point(),
+            self.commit,
+            self.executed,
+            self.checkpoint.position,
+            self.unsynced.len(),
+            self.early.len(),
+            self.late.len(),
+            self.cv
+        )
+    }
+}
+
+impl Replica {
+    /// The pending-sync window limit (positions beyond the sync-point a follower buffers).
+    pub(super) fn pending_sync_max() -> u64 {
+        PENDING_SYNC_MAX
+    }
+}

@@ -1,0 +1,328 @@
+//! The slow path (paper §5.4, §5.5) and the commit point (§6 "acceleration"): the leader
+//! announces its log positions in batched sync messages; followers fix their logs from their
+//! late-buffer (or with the bodies the leader resends), advance their sync-point, send
+//! slow-replies and acknowledge; the leader derives the commit point from f + 1 sync-points.
+
+use super::hashes::Footprint;
+use super::messages::{CrashVector, Entry, Message, SyncEntry};
+use super::replica::{Replica, Slot, Status};
+use super::{Nezha, Timer};
+use ordo_core::{ClockReading, NodeId, Outbox};
+use std::collections::BTreeMap;
+
+impl Replica {
+    /// Leader: announces new positions now if a batch is full, else within `sync_delay_ns`.
+    pub(super) fn maybe_announce(&mut self, out: &mut Outbox<Nezha>) {
+        let waiting = (self.sync_point() + 1).saturating_sub(self.unannounced);
+        if waiting >= self.config.sync_batch_min as u64 {
+            self.announce(out);
+            self.maybe_checkpoint();
+        } else if waiting > 0 && !self.announce_scheduled {
+            self.announce_scheduled = true;
+            out.set_timer(Timer::Announce, self.config.sync_delay_ns);
+        }
+    }
+
+    /// Leader: sends the positions appended since the last announcement to every follower.
+    pub(super) fn announce(&mut self, out: &mut Outbox<Nezha>) {
+        let end = self.sync_point();
+        while self.unannounced <= end {
+            let entries = self.sync_entries(self.unannounced, false);
+            assert!(!entries.is_empty(), "positions above the checkpoint are in memory");
+            let first = self.unannounced;
+            self.unannounced += entries.len() as u64;
+            let message = Message::Sync { view: self.view, cv: self.cv.clone(), first, entries, commit: self.commit };
+            self.send_all(out, message);
+        }
+    }
+
+    /// Up to a batch of positions from `first`, with bodies when `bodies`.
+    fn sync_entries(&self, first: u64, bodies: bool) -> Vec<SyncEntry> {
+        let end = self.sync_point();
+        let last = end.min(first + self.config.sync_batch_max as u64 - 1);
+        (first..=last)
+            .filter_map(|position| self.slot(position))
+            .map(|slot| SyncEntry {
+                id: slot.entry.id,
+                deadline: slot.entry.deadline,
+                hash: slot.hash,
+                body: bodies.then(|| slot.entry.clone()),
+            })
+            .collect()
+    }
+
+    /// Leader: resends to `follower` from its acknowledged sync-point, with bodies (they
+    /// double as the paper's fetch of a missing request), or the whole state when the
+    /// positions it lacks were folded into a checkpoint.
+    fn resend_to(&mut self, follower: usize, out: &mut Outbox<Nezha>) {
+        let to = self.replicas[follower];
+        let from = self.acked[follower] + 1;
+        if from <= self.checkpoint.position {
+            self.stats.count("state_transfer");
+            let message = Message::StateTransferReply {
+                view: self.view,
+                cv: self.cv.clone(),
+                commit: self.commit,
+                image: self.image(),
+            };
+            self.send_to(out, to, message);
+            return;
+        }
+        let entries = self.sync_entries(from, true);
+        self.send_to(
+            out,
+            to,
+            Message::Sync { view: self.view, cv: self.cv.clone(), first: from, entries, commit: self.commit },
+        );
+    }
+
+    /// Leader, every tick: resends to followers whose acknowledgement is stuck behind the log,
+    /// and a heartbeat to the others.
+    fn leader_tick(&mut self, out: &mut Outbox<Nezha>) {
+        let end = self.sync_point();
+        for follower in 0..self.replicas.len() {
+            if follower == self.rank {
+                continue;
+            }
+            let stuck = self.acked[follower] < end && self.acked[follower] == self.acked_last_tick[follower];
+            if stuck {
+                self.resend_to(follower, out);
+            } else {
+                let heartbeat = Message::Sync {
+                    view: self.view,
+                    cv: self.cv.clone(),
+                    first: end + 1,
+                    entries: Vec::new(),
+                    commit: self.commit,
+                };
+                self.send_to(out, self.replicas[follower], heartbeat);
+            }
+        }
+        self.acked_last_tick.clone_from(&self.acked);
+    }
+
+    /// Every tick: the status decides.
+    pub(super) fn on_tick(&mut self, now: ClockReading, out: &mut Outbox<Nezha>) {
+        self.asked_this_tick = false;
+        match self.status {
+            Status::Normal if self.is_leader() => {
+                self.leader_tick(out);
+                self.release_due(now, out);
+            }
+            Status::Normal => {
+                self.quiet_ticks += 1;
+                if self.quiet_ticks >= self.timeout_ticks {
+                    self.stats.count("leader_suspected");
+                    self.start_view_change(self.view + 1, out);
+                } else {
+                    self.release_due(now, out);
+                }
+            }
+            Status::ViewChange => self.view_change_tick(out),
+            Status::Recovering => self.rejoin_tick(out),
+        }
+    }
+
+    /// Follower: positions of the leader's log.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn on_sync(
+        &mut self,
+        now: ClockReading,
+        from: NodeId,
+        view: u64,
+        cv: CrashVector,
+        first: u64,
+        entries: Vec<SyncEntry>,
+        commit: u64,
+        out: &mut Outbox<Nezha>,
+    ) -> Result<(), &'static str> {
+        let sender = self.rank_of(from).ok_or("sync from a non-replica")?;
+        if self.status == Status::Recovering {
+            return Err("sync while recovering");
+        }
+        if view > self.view && from == self.leader_of(view) {
+            // We missed a view: ask its leader for its log.
+            self.ask_state(from, out);
+            return Err("sync of a newer view: asked for state");
+        }
+        if view != self.view || self.status != Status::Normal {
+            return Err("sync of another view or while not normal");
+        }
+        if from != self.leader_of(view) || self.is_leader() {
+            return Err("sync from a non-leader");
+        }
+        if !self.check_crash_vector(sender, &cv) {
+            return Err("stray sync (sender rejoined since)");
+        }
+        assert!(!self.is_leader(), "followers take syncs");
+        self.quiet_ticks = 0;
+        let window_end = self.sync_point() + Replica::pending_sync_max();
+        for (offset, entry) in entries.into_iter().enumerate() {
+            let position = first + offset as u64;
+            if position <= self.sync_point() || position > window_end {
+                continue;
+            }
+            let keep_old =
+                self.pending_sync.get(&position).is_some_and(|old| old.body.is_some() && entry.body.is_none());
+            if !keep_old {
+                self.pending_sync.insert(position, entry);
+            }
+        }
+        let (newly, to_reply, missing) = self.advance_sync_point();
+        self.after_sync(now, &newly);
+        self.commit = self.commit.max(commit.min(self.sync_point()));
+        let executable = self.commit.min(self.sync_point());
+        self.execute_through(executable);
+        self.maybe_checkpoint();
+        self.release_due(now, out);
+        let send_ack = !missing || !self.asked_this_tick;
+        if missing {
+            self.asked_this_tick = true;
+        }
+        if send_ack {
+            let ack = Message::SyncAck { view: self.view, cv: self.cv.clone(), sync_point: self.sync_point(), missing };
+            self.send_to(out, from, ack);
+        }
+        let mut by_sender: BTreeMap<NodeId, Vec<_>> = BTreeMap::new();
+        for entry in to_reply {
+            by_sender.entry(entry.reply_to).or_default().push(entry.id);
+        }
+        for (to, ids) in by_sender {
+            let owd_ns = self.owd.estimate(to, now.error_bound_ns);
+            self.send_to(out, to, Message::SlowReply { view: self.view, ids, owd_ns });
+        }
+        Ok(())
+    }
+
+    /// Places pending sync positions in order while their bodies are at hand. Returns the
+    /// entries newly synced, those that need a slow-reply, and whether it stopped for a
+    /// missing body.
+    fn advance_sync_point(&mut self) -> (Vec<Entry>, Vec<Entry>, bool) {
+        let mut newly = Vec::new();
+        let mut to_reply = Vec::new();
+        loop {
+            let position = self.sync_point() + 1;
+            let Some(sync) = self.pending_sync.remove(&position) else {
+                return (newly, to_reply, false);
+            };
+            let Some((mut entry, matched)) = self.take_body(&sync) else {
+                self.pending_sync.insert(position, sync);
+                return (newly, to_reply, true);
+            };
+            if self.positions.contains_key(&entry.id) {
+                // The leader never lists one request twice; a malformed sync is not applied.
+                self.stats.drop_input("sync repeats a synced request");
+                return (newly, to_reply, false);
+            }
+            entry.deadline = sync.deadline;
+            let print = self.conflicts.footprint(&entry.command);
+            self.conflicts.add(&entry, &print);
+            self.positions.insert(entry.id, position);
+            if !matched {
+                to_reply.push(entry.clone());
+            }
+            newly.push(entry.clone());
+            self.synced.push(Slot { entry, print, hash: 0 });
+        }
+    }
+
+    /// The body of a synced position: from our unsynced entries (case 1/2 of §5.4: same
+    /// request, maybe another deadline), the late-buffer, the early-buffer, or the leader's resend.
+    /// The second value is true when our fast-reply for it carried the leader's hash and
+    /// deadline (no slow-reply needed).
+    fn take_body(&mut self, sync: &SyncEntry) -> Option<(Entry, bool)> {
+        if let Some(index) = self.unsynced.iter().position(|slot| slot.entry.id == sync.id) {
+            let slot = self.unsynced.remove(index);
+            self.conflicts.remove(&slot.entry, &slot.print);
+            let matched = slot.hash == sync.hash && slot.entry.deadline == sync.deadline && sync.body.is_none();
+            return Some((slot.entry, matched));
+        }
+        if let Some(entry) = self.late.remove(&sync.id) {
+            return Some((entry, false));
+        }
+        if let Some(order) = self.early_ids.remove(&sync.id) {
+            return Some((self.early.remove(&order).expect("indexed early entries are held"), false));
+        }
+        let body = sync.body.clone()?;
+        self.stats.count("fetched_body");
+        (body.id == sync.id).then_some((body, false))
+    }
+
+    /// Unsynced entries that now precede a newly synced conflicting entry in deadline order
+    /// cannot stay (the log must stay ordered); they go back to the late-buffer, where a
+    /// later sync finds them.
+    fn after_sync(&mut self, _now: ClockReading, newly: &[Entry]) {
+        if newly.is_empty() || self.unsynced.is_empty() {
+            return;
+        }
+        let mut marks: BTreeMap<u16, (u64, u64)> = BTreeMap::new();
+        for entry in newly {
+            let print = self.conflicts.footprint(&entry.command);
+            for bucket in print.buckets {
+                let mark = marks.entry(bucket).or_default();
+                mark.0 = mark.0.max(entry.deadline);
+                if print.write {
+                    mark.1 = mark.1.max(entry.deadline);
+                }
+            }
+        }
+        let conflicting = |slot: &Slot| {
+            let print: &Footprint = &slot.print;
+            print.buckets.iter().any(|bucket| {
+                marks.get(bucket).is_some_and(|(any, write)| {
+                    let threshold = if print.write { *any } else { *write };
+                    threshold >= slot.entry.deadline
+                })
+            })
+        };
+        let (stay, leave): (Vec<Slot>, Vec<Slot>) =
+            std::mem::take(&mut self.unsynced).into_iter().partition(|s| !conflicting(s));
+        self.unsynced = stay;
+        for slot in leave {
+            self.conflicts.remove(&slot.entry, &slot.print);
+            self.stats.count("unsynced_reordered");
+            self.keep_late(slot.entry);
+        }
+    }
+
+    /// Leader: a follower's sync-point.
+    pub(super) fn on_sync_ack(
+        &mut self,
+        from: NodeId,
+        view: u64,
+        cv: CrashVector,
+        sync_point: u64,
+        missing: bool,
+        out: &mut Outbox<Nezha>,
+    ) -> Result<(), &'static str> {
+        let sender = self.rank_of(from).ok_or("sync ack from a non-replica")?;
+        if self.status != Status::Normal || view != self.view || !self.is_leader() {
+            return Err("sync ack while not the normal leader of its view");
+        }
+        if !self.check_crash_vector(sender, &cv) {
+            return Err("stray sync ack (sender rejoined since)");
+        }
+        if sync_point > self.sync_point() {
+            return Err("sync ack beyond the leader's log");
+        }
+        assert!(sender != self.rank, "the leader does not acknowledge itself");
+        self.acked[sender] = self.acked[sender].max(sync_point);
+        self.acked[self.rank] = self.sync_point();
+        let mut points = self.acked.clone();
+        points.sort_unstable_by(|a, b| b.cmp(a));
+        self.commit = self.commit.max(points[self.f]);
+        if missing {
+            self.resend_to(sender, out);
+        }
+        Ok(())
+    }
+
+    /// Asks the leader `leader` for its log (a lagging replica), once per tick.
+    pub(super) fn ask_state(&mut self, leader: NodeId, out: &mut Outbox<Nezha>) {
+        if self.asked_this_tick {
+            return;
+        }
+        self.asked_this_tick = true;
+        self.send_to(out, leader, Message::StateTransferRequest { cv: self.cv.clone() });
+    }
+}

@@ -1,0 +1,471 @@
+//! Scenario tests of Nezha (specs/nezha.md §11). Cluster scenarios run on the step-by-step
+//! testkit (clients are their own DOM senders there: the kit has no proxies); clock scenarios
+//! drive one replica directly with hand-made clock readings, since the kit has one clock.
+
+use super::hashes::crash_vector_hash;
+use super::messages::{Message, SyncEntry};
+use super::replica::{Replica, Status};
+use super::{Config, Nezha};
+use crate::testkit::{Cluster, topology};
+use ordo_core::{
+    ClientId, ClockReading, Command, CommandResult, KvStore, Node, NodeContext, NodeId, Outbox, RequestId, StateMachine,
+};
+use std::sync::Arc;
+
+/// The kit delivers messages at once, so a deadline lies a whole bound past the leader's
+/// clock: keep App. D.2.4's early release out of the way.
+fn config() -> Config {
+    Config { proxies: 0, leader_release_ahead_ns: 1_000_000, ..Config::default() }
+}
+
+fn kv() -> Box<dyn StateMachine> {
+    Box::new(KvStore::new())
+}
+
+/// A lone replica of rank `rank` in a 3-replica cluster with 2 clients (nodes 3 and 4).
+fn replica(rank: usize, config: Config) -> Replica {
+    let context = NodeContext::<Nezha> {
+        id: NodeId(rank as u32),
+        topology: Arc::new(topology(3, 2)),
+        config,
+        seed: 7,
+        new_state_machine: kv,
+    };
+    Replica::new(context, Vec::new())
+}
+
+fn request(client: u64, number: u64, send_ns: u64, bound_ns: u64, command: Command) -> Message {
+    Message::Request {
+        id: RequestId { client: ClientId(client), number },
+        command,
+        send_ns,
+        bound_ns,
+        sender_error_ns: 0,
+    }
+}
+
+fn clock(ns: u64) -> ClockReading {
+    ClockReading::exact(ns)
+}
+
+/// The deadlines of a replica's log, synced then unsynced.
+fn deadlines(replica: &Replica) -> Vec<u64> {
+    replica.synced.iter().chain(&replica.unsynced).map(|slot| slot.entry.deadline).collect()
+}
+
+fn commit_all(cluster: &mut Cluster<Nezha>, client: NodeId, count: usize) {
+    for i in 0..count {
+        let op = cluster.submit(client, Command::append("k", format!("{i},")));
+        assert!(cluster.run_until(50_000_000, |c| c.result(op).is_some()), "op {i} commits");
+    }
+}
+
+#[test]
+fn happy_path_commits_on_the_fast_path() {
+    // Goal (spec §11 #1): with one client and perfect clocks every request commits on the fast
+    // path, results are those of a sequential execution and logs agree. Method: 100 appends,
+    // then compare the last result and the replicas' digests.
+    let mut cluster: Cluster<Nezha> = Cluster::new(3, 1, config());
+    let client = cluster.client(0);
+    commit_all(&mut cluster, client, 100);
+    let op = cluster.submit(client, Command::get("k"));
+    assert!(cluster.run_until(50_000_000, |c| c.result(op).is_some()));
+    let expected: String = (0..100).map(|i| format!("{i},")).collect();
+    assert_eq!(cluster.result(op), Some(&CommandResult::Value(expected.into())));
+    assert_eq!(cluster.stats(client).fast_path_commits, 101);
+    assert_eq!(cluster.stats(client).slow_path_commits, 0);
+    cluster.run_for(20_000_000);
+    let digests: Vec<_> =
+        cluster.replicas().iter().map(|&r| cluster.node(r).state_machine().unwrap().key_digests()).collect();
+    assert!(digests.windows(2).all(|pair| pair[0] == pair[1]), "replicas agree");
+}
+
+#[test]
+fn dom_fixes_reordering() {
+    // Goal (spec §11 #3): B (deadline 110) arriving before A (deadline 100), both before the
+    // clock reaches 100, are released A then B.
+    let mut follower = replica(1, config());
+    let mut out = Outbox::default();
+    follower.on_message(clock(50), NodeId(3), request(3, 1, 10, 100, Command::set("k", "b")), &mut out);
+    follower.on_message(clock(60), NodeId(4), request(4, 1, 0, 100, Command::set("k", "a")), &mut out);
+    assert!(follower.unsynced.is_empty(), "nothing released before the deadline");
+    follower.on_timer(clock(120), super::Timer::Release, &mut out);
+    assert_eq!(deadlines(&follower), vec![100, 110]);
+    follower.check_invariants();
+}
+
+#[test]
+fn late_request_at_a_follower_is_fixed_by_sync() {
+    // Goal (spec §11 #4): a request whose deadline is below the last released one goes to the
+    // late-buffer; the leader's sync moves it into the log at the leader's position and the
+    // follower slow-replies.
+    let mut follower = replica(1, config());
+    let mut out = Outbox::default();
+    follower.on_message(clock(0), NodeId(3), request(3, 1, 0, 200, Command::set("k", "b")), &mut out);
+    follower.on_timer(clock(300), super::Timer::Release, &mut out);
+    follower.on_message(clock(310), NodeId(4), request(4, 1, 0, 100, Command::set("k", "a")), &mut out);
+    assert_eq!(follower.late.len(), 1, "A is late");
+    let cv = follower.cv.clone();
+    let sync = |id: RequestId, deadline| SyncEntry { id, deadline, hash: 0, body: None };
+    let a = RequestId { client: ClientId(4), number: 1 };
+    let b = RequestId { client: ClientId(3), number: 1 };
+    let message = Message::Sync { view: 0, cv, first: 1, entries: vec![sync(a, 100), sync(b, 200)], commit: 0 };
+    let mut out = Outbox::default();
+    follower.on_message(clock(320), NodeId(0), message, &mut out);
+    assert_eq!(follower.sync_point(), 2);
+    assert_eq!(deadlines(&follower), vec![100, 200]);
+    assert!(follower.late.is_empty());
+    let slow: usize = out
+        .effects()
+        .iter()
+        .filter_map(|e| match e {
+            ordo_core::Effect::Send { message: Message::SlowReply { ids, .. }, .. } => Some(ids.len()),
+            _ => None,
+        })
+        .sum();
+    assert_eq!(slow, 2, "both synced requests are slow-replied");
+    follower.check_invariants();
+}
+
+#[test]
+fn late_request_at_the_leader_gets_a_raised_deadline() {
+    // Goal (spec §11 #5): the leader never late-buffers: it raises the deadline just above the
+    // last released conflicting request and appends at once.
+    let mut leader = replica(0, config());
+    let mut out = Outbox::default();
+    leader.on_message(clock(0), NodeId(3), request(3, 1, 0, 200, Command::set("k", "b")), &mut out);
+    leader.on_timer(clock(300), super::Timer::Release, &mut out);
+    leader.on_message(clock(310), NodeId(4), request(4, 1, 0, 100, Command::set("k", "a")), &mut out);
+    assert_eq!(deadlines(&leader), vec![200, 201]);
+    assert_eq!(leader.stats.events.get("leader_raised_deadline"), Some(&1));
+    leader.check_invariants();
+}
+
+#[test]
+fn commutativity_keeps_different_keys_on_the_fast_path() {
+    // Goal (spec §11 #16): a write on y below the last released deadline of x still enters the
+    // early-buffer with commutativity on, and goes late with it off.
+    for (commutativity, late) in [(true, 0), (false, 1)] {
+        let mut follower = replica(1, Config { commutativity, ..config() });
+        let mut out = Outbox::default();
+        follower.on_message(clock(0), NodeId(3), request(3, 1, 0, 200, Command::set("x", "1")), &mut out);
+        follower.on_timer(clock(300), super::Timer::Release, &mut out);
+        follower.on_message(clock(310), NodeId(4), request(4, 1, 0, 100, Command::set("y", "1")), &mut out);
+        assert_eq!(follower.late.len(), late, "commutativity {commutativity}");
+    }
+}
+
+#[test]
+fn non_monotonic_clock_keeps_the_log_ordered() {
+    // Goal (spec §11 #14, App. D.1): a clock that jumps back and forth never releases a
+    // request below the last released deadline. Method: random deadlines and clock readings.
+    let mut follower = replica(1, config());
+    let mut out = Outbox::default();
+    let mut state = 12345u64;
+    let mut next = || {
+        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        state >> 33
+    };
+    for number in 1..400 {
+        // Time moves forward on average, with jumps of up to a millisecond either way.
+        let now = (number * 100 + next() % 2_000).saturating_sub(1_000);
+        let send = number * 100 + next() % 300;
+        follower.on_message(clock(now), NodeId(3), request(3, number, send, 50, Command::set("k", "v")), &mut out);
+        follower.on_timer(
+            clock((number * 100 + next() % 2_000).saturating_sub(1_000)),
+            super::Timer::Release,
+            &mut out,
+        );
+        follower.check_invariants();
+        let _ = out.drain();
+    }
+    let log = deadlines(&follower);
+    assert!(log.len() > 10, "some requests were released");
+    assert!(log.windows(2).all(|pair| pair[0] < pair[1]), "deadlines strictly increase: {log:?}");
+}
+
+#[test]
+fn duplicates_execute_once() {
+    // Goal (spec §11 #8): duplicated request packets are appended and executed once; the
+    // duplicate gets the previous reply again.
+    let mut cluster: Cluster<Nezha> = Cluster::new(3, 1, config());
+    let client = cluster.client(0);
+    let op = cluster.submit(client, Command::append("k", "x"));
+    let ids: Vec<u64> = cluster.pending().map(|e| e.id).collect();
+    for id in ids {
+        cluster.duplicate(id);
+    }
+    assert!(cluster.run_until(50_000_000, |c| c.result(op).is_some()));
+    let read = cluster.submit(client, Command::get("k"));
+    assert!(cluster.run_until(50_000_000, |c| c.result(read).is_some()));
+    assert_eq!(cluster.result(read), Some(&CommandResult::Value("x".into())));
+}
+
+#[test]
+fn request_lost_to_the_leader_is_retried_and_executed_once() {
+    // Goal (spec §11 #7): without the leader's reply nothing commits; the client's retry gets
+    // a new deadline and the request executes exactly once.
+    let mut cluster: Cluster<Nezha> = Cluster::new(3, 1, config());
+    let client = cluster.client(0);
+    let leader = cluster.replica(0);
+    let op = cluster.submit(client, Command::append("k", "x"));
+    cluster.drop_where(|e| e.to == leader && matches!(e.message, Message::Request { .. }));
+    assert!(cluster.run_until(100_000_000, |c| c.result(op).is_some()), "commits after a retry");
+    assert!(cluster.stats(client).events.contains_key("client_retry"));
+    let read = cluster.submit(client, Command::get("k"));
+    assert!(cluster.run_until(50_000_000, |c| c.result(read).is_some()));
+    assert_eq!(cluster.result(read), Some(&CommandResult::Value("x".into())));
+}
+
+#[test]
+fn leader_crash_keeps_committed_requests() {
+    // Goal (spec §11 #19, #20, #22): after the leader crashes, the others change view and keep
+    // every committed request; the restarted old leader rejoins through recovery.
+    let mut cluster: Cluster<Nezha> = Cluster::new(3, 1, config());
+    let client = cluster.client(0);
+    commit_all(&mut cluster, client, 20);
+    let leader = cluster.replica(0);
+    cluster.crash(leader);
+    commit_all(&mut cluster, client, 5);
+    assert!(
+        cluster.status(cluster.replica(1)).contains("view=1 normal leader"),
+        "{}",
+        cluster.status(cluster.replica(1))
+    );
+    cluster.restart(leader);
+    assert!(cluster.run_until(100_000_000, |c| c.status(leader).contains("normal")), "{}", cluster.status(leader));
+    assert!(cluster.status(leader).contains("cv=[1, 0, 0]"), "{}", cluster.status(leader));
+    let read = cluster.submit(client, Command::get("k"));
+    assert!(cluster.run_until(50_000_000, |c| c.result(read).is_some()));
+    let expected: String = (0..20).chain(0..5).map(|i| format!("{i},")).collect();
+    assert_eq!(cluster.result(read), Some(&CommandResult::Value(expected.into())));
+}
+
+#[test]
+fn follower_rejoin_raises_its_crash_vector() {
+    // Goal (spec §11 #24, #25): a first boot is normal at once; a restart recovers, raises its
+    // own crash-vector counter, state-transfers from the leader, and the cluster keeps going.
+    let mut cluster: Cluster<Nezha> = Cluster::new(3, 1, config());
+    let client = cluster.client(0);
+    let follower = cluster.replica(2);
+    assert!(cluster.status(follower).contains("normal"));
+    commit_all(&mut cluster, client, 10);
+    cluster.crash(follower);
+    commit_all(&mut cluster, client, 10);
+    cluster.restart(follower);
+    assert!(cluster.status(follower).contains("recovering"));
+    assert!(cluster.run_until(100_000_000, |c| c.status(follower).contains("normal")));
+    assert!(cluster.status(follower).contains("cv=[0, 0, 1]"), "{}", cluster.status(follower));
+    commit_all(&mut cluster, client, 10);
+    assert!(cluster.status(cluster.replica(0)).contains("cv=[0, 0, 1]"), "the leader learned the new counter");
+}
+
+#[test]
+fn stray_fast_reply_hash_differs_after_rejoin() {
+    // Goal (spec §11 #26, App. H.2): once the leader learns a rejoined follower's raised
+    // counter, the same log yields another hash, so fast-replies sent before the crash can
+    // never match the leader's again.
+    assert_ne!(crash_vector_hash(&vec![0, 0, 0]), crash_vector_hash(&vec![0, 1, 0]));
+    let mut leader = replica(0, config());
+    assert!(leader.check_crash_vector(1, &vec![0, 1, 0]));
+    assert!(!leader.check_crash_vector(1, &vec![0, 0, 0]), "a message from before the rejoin is stray");
+    assert_eq!(leader.status, Status::Normal);
+}
+
+#[test]
+fn stray_view_change_request_is_ignored() {
+    // Goal (spec §11 #27, App. H.1): a view-change request sent before its sender's rejoin
+    // does not start a view change once the receiver knows the raised counter.
+    let mut follower = replica(2, config());
+    assert!(follower.check_crash_vector(1, &vec![0, 1, 0]));
+    let mut out = Outbox::default();
+    follower.on_message(clock(0), NodeId(1), Message::ViewChangeRequest { view: 1, cv: vec![0, 0, 0] }, &mut out);
+    assert_eq!(follower.status, Status::Normal);
+    assert_eq!(follower.view, 0);
+    follower.on_message(clock(0), NodeId(1), Message::ViewChangeRequest { view: 1, cv: vec![0, 1, 0] }, &mut out);
+    assert_eq!(follower.status, Status::ViewChange);
+}
+
+#[test]
+fn request_lost_to_a_follower_is_fetched_from_the_leader() {
+    // Goal (spec §11 #6): a follower that never received a request gets its body with the
+    // leader's resend, places it at the synced position, and everything commits.
+    let mut cluster: Cluster<Nezha> = Cluster::new(3, 1, config());
+    let client = cluster.client(0);
+    let follower = cluster.replica(1);
+    let op = cluster.submit(client, Command::append("k", "x"));
+    cluster.drop_where(|e| e.to == follower && matches!(e.message, Message::Request { .. }));
+    assert!(cluster.run_until(50_000_000, |c| c.result(op).is_some()));
+    commit_all(&mut cluster, client, 3);
+    cluster.run_for(5_000_000);
+    assert!(cluster.stats(follower).events.contains_key("fetched_body"), "{:?}", cluster.stats(follower));
+    assert!(cluster.status(follower).contains("sync=4"), "{}", cluster.status(follower));
+}
+
+#[test]
+fn lost_syncs_are_resent() {
+    // Goal (spec §11 #10): with every first sync dropped, followers' sync-points advance only
+    // through resends, and all requests commit.
+    let mut cluster: Cluster<Nezha> = Cluster::new(3, 1, config());
+    let client = cluster.client(0);
+    for i in 0..10 {
+        let op = cluster.submit(client, Command::append("k", format!("{i},")));
+        cluster.run_for(200_000);
+        cluster.drop_where(|e| matches!(&e.message, Message::Sync { entries, .. } if !entries.is_empty()));
+        assert!(cluster.run_until(50_000_000, |c| c.result(op).is_some()), "op {i} commits");
+    }
+    cluster.run_for(5_000_000);
+    for rank in 1..3 {
+        assert!(cluster.status(cluster.replica(rank)).contains("sync=10"), "{}", cluster.status(cluster.replica(rank)));
+    }
+}
+
+#[test]
+fn partitioned_old_leader_rejoins_the_new_view() {
+    // Goal (spec §11 #23): an isolated leader is replaced; its replies carry the old view and
+    // never mix into new quorums; once healed it adopts the new view.
+    let mut cluster: Cluster<Nezha> = Cluster::new(3, 1, config());
+    let client = cluster.client(0);
+    commit_all(&mut cluster, client, 5);
+    let old = cluster.replica(0);
+    cluster.isolate(old);
+    commit_all(&mut cluster, client, 5);
+    assert!(cluster.status(old).contains("view=0"), "{}", cluster.status(old));
+    cluster.heal(old);
+    assert!(
+        cluster.run_until(100_000_000, |c| c.status(old).contains("view=1 normal follower")),
+        "{}",
+        cluster.status(old)
+    );
+    commit_all(&mut cluster, client, 5);
+}
+
+#[test]
+fn fast_follower_clock_only_costs_the_fast_path() {
+    // Goal (spec §11 #11): a follower whose clock runs 300 µs ahead releases early, later
+    // requests land in its late-buffer, and the leader's sync still puts them in its log.
+    let mut leader = replica(0, config());
+    let mut follower = replica(1, config());
+    let skew = 300_000;
+    let mut to_follower = Vec::new();
+    for number in 1..20u64 {
+        let send = number * 10_000;
+        let message = request(3, number, send, 50_000, Command::set("k", format!("{number}")));
+        let mut out = Outbox::default();
+        leader.on_message(clock(send + 40_000), NodeId(3), message.clone(), &mut out);
+        leader.on_timer(clock(send + 60_000), super::Timer::Release, &mut out);
+        leader.on_timer(clock(send + 60_000), super::Timer::Announce, &mut out);
+        let mut local = Outbox::default();
+        follower.on_message(clock(send + 40_000 + skew), NodeId(3), message, &mut local);
+        follower.on_timer(clock(send + 40_000 + skew), super::Timer::Release, &mut local);
+        for effect in out.drain() {
+            if let ordo_core::Effect::Multicast { message: sync @ Message::Sync { .. }, .. } = effect {
+                to_follower.push(sync);
+            }
+        }
+    }
+    for sync in to_follower {
+        let mut out = Outbox::default();
+        follower.on_message(clock(1_000_000), NodeId(0), sync, &mut out);
+    }
+    assert_eq!(follower.sync_point(), leader.sync_point());
+    assert_eq!(deadlines(&follower)[..19], deadlines(&leader)[..]);
+    follower.check_invariants();
+}
+
+#[test]
+fn slow_leader_clock_releases_early_with_a_lowered_deadline() {
+    // Goal (spec §11 #12, #13): a deadline far past the leader's clock (its clock is behind,
+    // or the proxy's ahead) is lowered and the request appended at once (App. D.2.4); with the
+    // option off it waits for the clock.
+    for (ahead, appended) in [(50_000, 1), (0, 0)] {
+        let mut leader = replica(0, Config { leader_release_ahead_ns: ahead, ..config() });
+        let mut out = Outbox::default();
+        leader.on_message(clock(0), NodeId(3), request(3, 1, 300_000, 200_000, Command::set("k", "v")), &mut out);
+        assert_eq!(leader.synced.len(), appended, "ahead {ahead}");
+    }
+}
+
+#[test]
+fn recovering_replica_that_would_lead_waits_for_an_election() {
+    // Goal (spec §11 #28): the restarted leader of the current view does not rejoin as leader;
+    // the others elect a new leader, then it state-transfers from it.
+    let mut cluster: Cluster<Nezha> = Cluster::new(3, 1, config());
+    let client = cluster.client(0);
+    commit_all(&mut cluster, client, 3);
+    let leader = cluster.replica(0);
+    cluster.crash(leader);
+    cluster.restart(leader);
+    assert!(
+        cluster.run_until(200_000_000, |c| c.status(leader).contains("normal follower")),
+        "{}",
+        cluster.status(leader)
+    );
+    assert!(cluster.stats(leader).events.contains_key("rejoin_waits_for_election"));
+    commit_all(&mut cluster, client, 3);
+}
+
+#[test]
+fn lagging_replica_catches_up() {
+    // Goal (spec §11 #29): a replica still in an old view that hears a view-change of that old
+    // view from a peer gets the current view from the leader.
+    let mut cluster: Cluster<Nezha> = Cluster::new(3, 1, config());
+    let client = cluster.client(0);
+    commit_all(&mut cluster, client, 3);
+    cluster.crash(cluster.replica(0));
+    commit_all(&mut cluster, client, 3);
+    let new_leader = cluster.replica(1);
+    let cv = vec![0, 0, 0];
+    let stale = Message::ViewChangeRequest { view: 0, cv };
+    cluster.inject(cluster.replica(2), new_leader, stale);
+    cluster.run_for(1_000_000);
+    assert!(cluster.status(cluster.replica(2)).contains("view=1 normal"), "{}", cluster.status(cluster.replica(2)));
+}
+
+#[test]
+fn reads_and_compound_writes_hash_their_keys() {
+    // Goal (spec §11 #17): a read leaves hashes alone; a two-key write's hash is the XOR of
+    // both keys' write hashes (and the crash-vector's).
+    let mut table = super::hashes::ConflictTable::new(true);
+    let cv = vec![0, 0, 0];
+    let x = super::messages::Entry {
+        id: RequestId { client: ClientId(1), number: 1 },
+        deadline: 10,
+        reply_to: NodeId(9),
+        command: Command::set("x", "1"),
+    };
+    let y = super::messages::Entry {
+        id: RequestId { client: ClientId(2), number: 1 },
+        command: Command::set("y", "1"),
+        ..x.clone()
+    };
+    for entry in [&x, &y] {
+        let print = table.footprint(&entry.command);
+        table.add(entry, &print);
+    }
+    let both = Command::MSet { pairs: vec![("x".into(), "2".into()), ("y".into(), "2".into())] };
+    let print_both = table.footprint(&both);
+    let print_x = table.footprint(&Command::get("x"));
+    let print_y = table.footprint(&Command::get("y"));
+    let expected = table.reply_hash(&print_x, &cv) ^ table.reply_hash(&print_y, &cv) ^ crash_vector_hash(&cv);
+    assert_eq!(table.reply_hash(&print_both, &cv), expected);
+}
+
+#[test]
+fn next_leader_crashing_during_the_view_change_is_skipped() {
+    // Goal (spec §11 #22, f = 2): the leader of view 0 crashes, then the designated leader of
+    // view 1 crashes mid view change; the others move on to view 2 and keep committed requests.
+    let mut cluster: Cluster<Nezha> = Cluster::new(5, 1, config());
+    let client = cluster.client(0);
+    commit_all(&mut cluster, client, 5);
+    cluster.crash(cluster.replica(0));
+    let third = cluster.replica(2);
+    assert!(cluster.run_until(100_000_000, |c| c.status(third).contains("view-change")));
+    cluster.crash(cluster.replica(1));
+    commit_all(&mut cluster, client, 5);
+    assert!(cluster.status(third).contains("view=2 normal leader"), "{}", cluster.status(third));
+    let read = cluster.submit(client, Command::get("k"));
+    assert!(cluster.run_until(50_000_000, |c| c.result(read).is_some()));
+    let expected: String = (0..5).chain(0..5).map(|i| format!("{i},")).collect();
+    assert_eq!(cluster.result(read), Some(&CommandResult::Value(expected.into())));
+}

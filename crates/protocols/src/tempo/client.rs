@@ -1,0 +1,246 @@
+//! The client: the paper's submitter (Algorithm 1 line 1–4, §4). It splits a command by shard,
+//! sends each part to a coordinator of that shard (`I_c^i`: the closest replica first, the
+//! next closest on each retry), and merges the shards' results in key order. A retry is a new
+//! attempt (a new dot) coordinated elsewhere; replicas run each request once whatever the
+//! attempts.
+
+use super::messages::{Dot, Message};
+use super::{Config, Tempo, Timer};
+use ordo_core::{
+    ClientId, ClockReading, Command, CommandResult, Key, Node, NodeContext, NodeId, NodeStats, Outbox, RequestId,
+    Submission, Topology, Value,
+};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// How the shards' results make the command's result.
+#[derive(Debug)]
+enum Merge {
+    /// One shard: its result as is.
+    Single,
+    /// MGET: values in the order of the keys, each from (shard, position in its part).
+    Values(Vec<(u32, usize)>),
+    /// MSET: OK once every shard did its part.
+    Ok,
+    /// DEL / EXISTS: the sum of the counts.
+    Sum,
+}
+
+/// A command split by shard.
+#[derive(Debug)]
+pub struct Split {
+    /// (shard, that shard's part), by shard.
+    pub parts: Vec<(u32, Command)>,
+    merge: Merge,
+}
+
+/// Splits a command into one part per shard its keys fall in.
+pub fn split(command: &Command, topology: &Topology) -> Split {
+    let shard_of = |key: &Key| topology.shard_of(key) as u32;
+    let mut shards: Vec<u32> = Vec::new();
+    command.for_each_key(|key| shards.push(shard_of(key)));
+    shards.sort_unstable();
+    shards.dedup();
+    if shards.len() <= 1 {
+        return Split { parts: vec![(shards.first().copied().unwrap_or(0), command.clone())], merge: Merge::Single };
+    }
+    let mut grouped: BTreeMap<u32, Vec<Key>> = BTreeMap::new();
+    let mut positions: Vec<(u32, usize)> = Vec::new();
+    let mut group = |key: &Key| {
+        let shard = shard_of(key);
+        let keys = grouped.entry(shard).or_default();
+        positions.push((shard, keys.len()));
+        keys.push(key.clone());
+    };
+    match command {
+        Command::MGet { keys } => {
+            keys.iter().for_each(&mut group);
+            let parts = grouped.into_iter().map(|(s, keys)| (s, Command::MGet { keys })).collect();
+            Split { parts, merge: Merge::Values(positions) }
+        }
+        Command::Del { keys } | Command::Exists { keys } => {
+            keys.iter().for_each(&mut group);
+            let delete = matches!(command, Command::Del { .. });
+            let parts = grouped
+                .into_iter()
+                .map(|(s, keys)| (s, if delete { Command::Del { keys } } else { Command::Exists { keys } }))
+                .collect();
+            Split { parts, merge: Merge::Sum }
+        }
+        Command::MSet { pairs } => {
+            let mut by_shard: BTreeMap<u32, Vec<(Key, Value)>> = BTreeMap::new();
+            for (key, value) in pairs {
+                by_shard.entry(shard_of(key)).or_default().push((key.clone(), value.clone()));
+            }
+            let parts = by_shard.into_iter().map(|(s, pairs)| (s, Command::MSet { pairs })).collect();
+            Split { parts, merge: Merge::Ok }
+        }
+        other => unreachable!("{} touches one key", other.name()),
+    }
+}
+
+impl Split {
+    /// The command's result from every shard's result.
+    pub fn merge(&self, results: &BTreeMap<u32, CommandResult>) -> CommandResult {
+        assert_eq!(results.len(), self.parts.len(), "one result per shard");
+        if let Some(error) = results.values().find(|r| matches!(r, CommandResult::Error(_))) {
+            return error.clone();
+        }
+        match &self.merge {
+            Merge::Single => results.values().next().expect("one").clone(),
+            Merge::Ok => CommandResult::Ok,
+            Merge::Sum => CommandResult::Integer(
+                results.values().map(|r| if let CommandResult::Integer(n) = r { *n } else { 0 }).sum(),
+            ),
+            Merge::Values(positions) => CommandResult::Values(
+                positions
+                    .iter()
+                    .map(|(shard, index)| match &results[shard] {
+                        CommandResult::Values(values) => values.get(*index).cloned().flatten(),
+                        _ => None,
+                    })
+                    .collect(),
+            ),
+        }
+    }
+}
+
+/// The request the client waits on.
+struct Outstanding {
+    op: u64,
+    request: RequestId,
+    attempt: u32,
+    split: Split,
+    results: BTreeMap<u32, CommandResult>,
+}
+
+/// A Tempo client.
+pub struct Client {
+    id: ClientId,
+    node: NodeId,
+    topology: Arc<Topology>,
+    config: Config,
+    next_number: u64,
+    outstanding: Option<Outstanding>,
+    stats: NodeStats,
+}
+
+impl Client {
+    /// A client with no request outstanding.
+    pub fn new(context: NodeContext<Tempo>) -> Self {
+        let config = context.config.scaled(&context.topology);
+        Client {
+            id: ClientId::from(context.id),
+            node: context.id,
+            topology: context.topology,
+            config,
+            next_number: 1,
+            outstanding: None,
+            stats: NodeStats::default(),
+        }
+    }
+
+    /// The coordinator of `shard` for `attempt`: the closest replica, then the next closest.
+    fn coordinator(&self, shard: u32, attempt: u32) -> NodeId {
+        let replicas = self.topology.replicas_of(shard as usize);
+        let ranked = self.topology.closest(self.node, replicas, replicas.len());
+        ranked[attempt as usize % ranked.len()]
+    }
+
+    fn send_attempt(&mut self, out: &mut Outbox<Tempo>) {
+        let outstanding = self.outstanding.as_ref().expect("outstanding");
+        let dot = Dot { request: outstanding.request, attempt: outstanding.attempt };
+        let shards: Vec<u32> = outstanding.split.parts.iter().map(|(s, _)| *s).collect();
+        let parts: Vec<Command> = outstanding.split.parts.iter().map(|(_, c)| c.clone()).collect();
+        let coordinators: Vec<NodeId> = shards.iter().map(|&s| self.coordinator(s, dot.attempt)).collect();
+        for &to in &coordinators {
+            let message = Message::Submit {
+                dot,
+                shards: shards.clone(),
+                parts: parts.clone(),
+                coordinators: coordinators.clone(),
+            };
+            out.send(to, message);
+        }
+        out.set_timer(Timer::ClientRetry, self.config.client_retry_ns);
+    }
+
+    fn on_reply(
+        &mut self,
+        dot: Dot,
+        shard: u32,
+        result: CommandResult,
+        out: &mut Outbox<Tempo>,
+    ) -> Result<(), &'static str> {
+        let Some(outstanding) = &mut self.outstanding else { return Err("reply while nothing is outstanding") };
+        if outstanding.request != dot.request {
+            return Err("reply for a request no longer outstanding");
+        }
+        if !outstanding.split.parts.iter().any(|(s, _)| *s == shard) {
+            return Err("reply from a shard the command does not access");
+        }
+        if outstanding.results.contains_key(&shard) {
+            return Err("duplicate reply");
+        }
+        outstanding.results.insert(shard, result);
+        if outstanding.results.len() < outstanding.split.parts.len() {
+            return Ok(());
+        }
+        let result = outstanding.split.merge(&outstanding.results);
+        out.complete(outstanding.op, result);
+        out.cancel_timer(Timer::ClientRetry);
+        self.outstanding = None;
+        Ok(())
+    }
+}
+
+impl Node<Tempo> for Client {
+    fn on_start(&mut self, _now: ClockReading, _out: &mut Outbox<Tempo>) {}
+
+    fn on_submit(&mut self, _now: ClockReading, submission: Submission, out: &mut Outbox<Tempo>) {
+        let request = RequestId { client: self.id, number: self.next_number };
+        self.next_number += 1;
+        let split = split(&submission.command, &self.topology);
+        self.outstanding =
+            Some(Outstanding { op: submission.op, request, attempt: 0, split, results: BTreeMap::new() });
+        self.send_attempt(out);
+    }
+
+    fn on_message(&mut self, _now: ClockReading, _from: NodeId, message: Message, out: &mut Outbox<Tempo>) {
+        let handled = match message {
+            Message::Reply { dot, shard, result } => self.on_reply(dot, shard, result, out),
+            _ => Err("replica message sent to a client"),
+        };
+        if let Err(reason) = handled {
+            self.stats.drop_input(reason);
+        }
+    }
+
+    fn on_timer(&mut self, _now: ClockReading, timer: Timer, out: &mut Outbox<Tempo>) {
+        if timer != Timer::ClientRetry {
+            return;
+        }
+        let Some(outstanding) = &mut self.outstanding else { return };
+        // A new attempt elsewhere; results already gathered from some shards stay valid: each
+        // shard runs the request once, whichever attempt gets there first.
+        outstanding.attempt += 1;
+        self.stats.count("client_retry");
+        self.send_attempt(out);
+    }
+
+    fn check_invariants(&self) {
+        if let Some(outstanding) = &self.outstanding {
+            assert!(outstanding.request.number < self.next_number, "the outstanding request was numbered");
+            assert!(outstanding.results.len() < outstanding.split.parts.len(), "a complete request is not outstanding");
+        }
+    }
+
+    fn stats(&self) -> &NodeStats {
+        &self.stats
+    }
+
+    fn status(&self) -> String {
+        let (number, attempt) = self.outstanding.as_ref().map_or((0, 0), |o| (o.request.number, o.attempt));
+        format!("client {:?} next={} outstanding={} attempt={}", self.id, self.next_number, number, attempt)
+    }
+}

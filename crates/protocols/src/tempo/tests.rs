@@ -1,0 +1,457 @@
+//! Scenario tests of Tempo (specs/tempo.md §11). A small network of our own drives the nodes
+//! (the shared testkit has one shard and f = (r − 1)/2; these scenarios need r = 5 with f = 1 and
+//! several shards): messages are delivered first in, first out; tests drop, hold and crash.
+
+use super::client::Client;
+use super::messages::{Dot, Message, RecPhase};
+use super::recovery::{choose_timestamp, recovery_ballot, recovery_ballot_floor};
+use super::replica::{Phase, Replica};
+use super::{Config, Flaw, Tempo, Timer};
+use ordo_core::{
+    ClientId, Command, CommandResult, Destinations, Effect, KvStore, Node, NodeContext, NodeId, NodeSpec, Outbox,
+    RequestId, Role, StateMachine, Submission, Topology,
+};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::Arc;
+
+/// `shards` shards of `r` replicas (replica i of each shard at site i, site i and j `|i − j|` ms
+/// apart, so closeness follows rank), then `clients` clients at site 0.
+fn topology(shards: usize, r: usize, f: usize, clients: usize) -> Topology {
+    let mut nodes = Vec::new();
+    let mut members = Vec::new();
+    for shard in 0..shards {
+        let mut ids = Vec::new();
+        for rank in 0..r {
+            let id = NodeId(nodes.len() as u32);
+            nodes.push(NodeSpec { id, role: Role::Replica, site: rank, shard: Some(shard) });
+            ids.push(id);
+        }
+        members.push(Destinations::from(ids));
+    }
+    for _ in 0..clients {
+        let id = NodeId(nodes.len() as u32);
+        nodes.push(NodeSpec { id, role: Role::Client, site: 0, shard: None });
+    }
+    let site_delay_ns = (0..r).map(|i| (0..r).map(|j| (i.abs_diff(j) as u64) * 1_000_000).collect()).collect();
+    Topology { nodes, shards: members, f, sites: (0..r).map(|i| format!("s{i}")).collect(), site_delay_ns }
+}
+
+fn kv() -> Box<dyn StateMachine> {
+    Box::new(KvStore::new())
+}
+
+/// The network of a scenario.
+struct Net {
+    topology: Arc<Topology>,
+    replicas: BTreeMap<NodeId, Replica>,
+    clients: BTreeMap<NodeId, Client>,
+    queue: VecDeque<(NodeId, NodeId, Message)>,
+    /// Every message ever sent: (from, to, message).
+    sent: Vec<(NodeId, NodeId, Message)>,
+    down: BTreeSet<NodeId>,
+    now_ns: u64,
+    completions: Vec<(u64, CommandResult)>,
+    next_op: u64,
+}
+
+impl Net {
+    fn new(shards: usize, r: usize, f: usize, clients: usize, flaw: Flaw) -> Net {
+        let topology = Arc::new(topology(shards, r, f, clients));
+        let mut net = Net {
+            topology: topology.clone(),
+            replicas: BTreeMap::new(),
+            clients: BTreeMap::new(),
+            queue: VecDeque::new(),
+            sent: Vec::new(),
+            down: BTreeSet::new(),
+            now_ns: 0,
+            completions: Vec::new(),
+            next_op: 0,
+        };
+        for spec in &topology.nodes {
+            let context = NodeContext::<Tempo> {
+                id: spec.id,
+                topology: topology.clone(),
+                config: Config::default(),
+                seed: u64::from(spec.id.0) + 1,
+                new_state_machine: kv,
+            };
+            let mut out = Outbox::default();
+            if spec.role == Role::Client {
+                let mut client = Client::new(context);
+                client.on_start(ordo_core::ClockReading::exact(0), &mut out);
+                net.clients.insert(spec.id, client);
+            } else {
+                let mut replica = Replica::new(context, flaw);
+                replica.on_start(ordo_core::ClockReading::exact(0), &mut out);
+                net.replicas.insert(spec.id, replica);
+            }
+            net.absorb(spec.id, &mut out);
+        }
+        net
+    }
+
+    fn absorb(&mut self, from: NodeId, out: &mut Outbox<Tempo>) {
+        for effect in out.drain() {
+            match effect {
+                Effect::Send { to, message, .. } => {
+                    self.sent.push((from, to, message.clone()));
+                    self.queue.push_back((from, to, message));
+                }
+                Effect::Multicast { to, message, .. } => {
+                    for &node in to.iter().filter(|&&n| n != from) {
+                        self.sent.push((from, node, message.clone()));
+                        self.queue.push_back((from, node, message.clone()));
+                    }
+                }
+                Effect::Complete { op, result } => self.completions.push((op, result)),
+                _ => {}
+            }
+        }
+    }
+
+    fn now(&self) -> ordo_core::ClockReading {
+        ordo_core::ClockReading::exact(self.now_ns)
+    }
+
+    fn submit(&mut self, client: NodeId, command: Command) -> u64 {
+        let op = self.next_op;
+        self.next_op += 1;
+        let mut out = Outbox::default();
+        let now = self.now();
+        self.clients.get_mut(&client).unwrap().on_submit(now, Submission { op, command }, &mut out);
+        self.absorb(client, &mut out);
+        op
+    }
+
+    /// Delivers the oldest message; false when none is left.
+    fn step(&mut self) -> bool {
+        let Some((from, to, message)) = self.queue.pop_front() else { return false };
+        if self.down.contains(&to) || self.down.contains(&from) {
+            return true;
+        }
+        let now = self.now();
+        let mut out = Outbox::default();
+        if let Some(replica) = self.replicas.get_mut(&to) {
+            replica.on_message(now, from, message, &mut out);
+            replica.check_invariants();
+        } else if let Some(client) = self.clients.get_mut(&to) {
+            client.on_message(now, from, message, &mut out);
+            client.check_invariants();
+        }
+        self.absorb(to, &mut out);
+        true
+    }
+
+    fn deliver_all(&mut self) {
+        let mut steps = 0;
+        while self.step() {
+            steps += 1;
+            assert!(steps < 1_000_000, "messages keep flowing");
+        }
+    }
+
+    /// Delivers, dropping the messages `drop` selects.
+    fn deliver_all_dropping(&mut self, drop: impl Fn(NodeId, NodeId, &Message) -> bool) {
+        let mut steps = 0;
+        while let Some((from, to, message)) = self.queue.front() {
+            if drop(*from, *to, message) {
+                self.queue.pop_front();
+                continue;
+            }
+            self.step();
+            steps += 1;
+            assert!(steps < 1_000_000, "messages keep flowing");
+        }
+    }
+
+    /// Lets `ms` pass in 1 ms rounds: every live node's periodic timers fire, then the network
+    /// drains.
+    fn run_ms(&mut self, ms: u64) {
+        for _ in 0..ms {
+            self.now_ns += 1_000_000;
+            let now = self.now();
+            let ids: Vec<NodeId> = self.replicas.keys().copied().filter(|n| !self.down.contains(n)).collect();
+            for id in ids {
+                for timer in [Timer::Promises, Timer::Tick] {
+                    let mut out = Outbox::default();
+                    self.replicas.get_mut(&id).unwrap().on_timer(now, timer, &mut out);
+                    self.absorb(id, &mut out);
+                }
+            }
+            if self.now_ns.is_multiple_of(50_000_000) {
+                let ids: Vec<NodeId> = self.clients.keys().copied().collect();
+                for id in ids {
+                    let mut out = Outbox::default();
+                    self.clients.get_mut(&id).unwrap().on_timer(now, Timer::ClientRetry, &mut out);
+                    self.absorb(id, &mut out);
+                }
+            }
+            self.deliver_all();
+        }
+    }
+
+    /// Moves a replica's clock on `key` to `clock` as if it had proposed there before,
+    /// publishing the promises so that its peers learn them.
+    fn set_clock(&mut self, rank: usize, key: &str, clock: u64) {
+        let node = self.replica(rank);
+        let replica = self.replicas.get_mut(&node).unwrap();
+        let mut fresh = std::mem::take(&mut replica.fresh);
+        replica.clocks.bump(&[ordo_core::Key::from(key.to_string())], clock, &mut fresh);
+        replica.fresh = fresh;
+        replica.publish_fresh();
+    }
+
+    fn replica(&self, rank: usize) -> NodeId {
+        self.topology.shards[0][rank]
+    }
+
+    fn client(&self) -> NodeId {
+        *self.clients.keys().next().unwrap()
+    }
+
+    fn executed(&self, node: NodeId) -> u64 {
+        self.replicas[&node].stats.executed
+    }
+
+    fn ts(&self, node: NodeId, dot: Dot) -> Option<u64> {
+        self.replicas[&node].instances.get(&dot).filter(|i| i.phase.committed()).map(|i| i.ts)
+    }
+}
+
+fn dot(client: NodeId, number: u64) -> Dot {
+    Dot { request: RequestId { client: ClientId::from(client), number }, attempt: 0 }
+}
+
+#[test]
+fn single_command_fast_path_t7() {
+    // Goal: T7 — one command, no contention: fast path; MPropose to ⌊r/2⌋ + f − 1 others, MPayload
+    // to the rest; every replica executes; the client gets its reply; one timestamp.
+    for (r, f) in [(3, 1), (5, 1), (5, 2)] {
+        let mut net = Net::new(1, r, f, 1, Flaw::None);
+        let client = net.client();
+        net.submit(client, Command::set("a", "1"));
+        net.deliver_all();
+        net.run_ms(3);
+        let coordinator = net.replica(0);
+        let proposes = net.sent.iter().filter(|(_, _, m)| matches!(m, Message::Propose { .. })).count();
+        let payloads = net.sent.iter().filter(|(_, _, m)| matches!(m, Message::Payload { .. })).count();
+        assert_eq!(proposes, r / 2 + f - 1, "r={r} f={f}: MPropose to the rest of the fast quorum");
+        assert_eq!(payloads, r - (r / 2 + f), "r={r} f={f}: MPayload to the others");
+        assert_eq!(net.replicas[&coordinator].stats.fast_path_commits, 1);
+        assert_eq!(net.completions, vec![(0, CommandResult::Ok)]);
+        let d = dot(client, 1);
+        let stamps: BTreeSet<u64> = net.topology.shards[0].iter().map(|&n| net.ts(n, d).unwrap()).collect();
+        assert_eq!(stamps.len(), 1, "one commit timestamp");
+        for &node in net.topology.shards[0].iter() {
+            assert_eq!(net.executed(node), 1, "r={r} f={f}: {node} executed");
+        }
+    }
+}
+
+#[test]
+fn fast_path_rule_table_1_t3() {
+    // Goal: T3 — Table 1 (r = 5, A proposes 6): rows a, c, d take the fast path, b does not.
+    // Method: set the members' clocks as in the table, submit at A, count fast and slow paths.
+    let rows: [(usize, [u64; 4], bool, u64); 4] = [
+        (2, [5, 6, 10, 10], true, 11),
+        (2, [5, 6, 10, 5], false, 11),
+        (1, [5, 6, 10, 0], true, 11),
+        (1, [5, 5, 1, 0], true, 6),
+    ];
+    for (f, clocks, fast, expected) in rows {
+        let mut net = Net::new(1, 5, f, 1, Flaw::None);
+        let key = ordo_core::Key::from("a");
+        for (rank, &clock) in clocks.iter().enumerate() {
+            net.set_clock(rank, "a", clock);
+        }
+        let client = net.client();
+        net.submit(client, Command::set("a", "1"));
+        net.deliver_all();
+        let a = net.replica(0);
+        let stats = &net.replicas[&a].stats;
+        assert_eq!(
+            (stats.fast_path_commits, stats.slow_path_commits),
+            (u64::from(fast), u64::from(!fast)),
+            "f={f} {clocks:?}"
+        );
+        assert_eq!(net.ts(a, dot(client, 1)), Some(expected), "f={f} {clocks:?}");
+        // T9: after the slow path everyone commits the same value and bumps past it.
+        for rank in 0..5 {
+            let node = net.replica(rank);
+            assert_eq!(net.ts(node, dot(client, 1)), Some(expected));
+            assert!(net.replicas[&node].clocks.clock(&key) >= expected);
+        }
+    }
+}
+
+#[test]
+fn coordinator_crash_after_fast_path_recovers_t14() {
+    // Goal: T14 (R-a) — r = 5, f = 1, Table 1c clocks: A decides the fast path with 11 and
+    // crashes before any MCommit leaves. Recovery by the others must commit 11 everywhere and
+    // the command must execute at every live replica.
+    let mut net = Net::new(1, 5, 1, 1, Flaw::None);
+    for (rank, clock) in [(0, 5), (1, 6), (2, 10)] {
+        net.set_clock(rank, "a", clock);
+    }
+    let client = net.client();
+    net.submit(client, Command::set("a", "1"));
+    let a = net.replica(0);
+    net.deliver_all_dropping(|from, _, m| from == a && matches!(m, Message::Commit { .. }));
+    assert_eq!(net.ts(a, dot(client, 1)), Some(11), "A took the fast path with 11");
+    net.down.insert(a);
+    net.run_ms(200);
+    for rank in 1..5 {
+        let node = net.replica(rank);
+        assert_eq!(net.ts(node, dot(client, 1)), Some(11), "recovery keeps the fast-path value");
+        assert_eq!(net.executed(node), 1);
+    }
+    let recoveries: u64 =
+        (1..5).map(|rank| net.replicas[&net.replica(rank)].stats.events.get("recovery").copied().unwrap_or(0)).sum();
+    assert!(recoveries >= 1, "someone recovered");
+}
+
+#[test]
+fn coordinator_crash_after_propose_unblocks_others_t23() {
+    // Goal: T23 — A sends MPropose and crashes; the fast-quorum members' attached promises hold
+    // back every later command on the key until recovery commits A's command; then everything
+    // executes, in the same order everywhere.
+    let mut net = Net::new(1, 5, 1, 2, Flaw::None);
+    let clients: Vec<NodeId> = net.clients.keys().copied().collect();
+    net.submit(clients[0], Command::set("a", "1"));
+    let a = net.replica(0);
+    // Deliver only A's proposes and payloads, then A crashes.
+    net.deliver_all_dropping(|from, to, m| {
+        from == a && to != a && !matches!(m, Message::Propose { .. } | Message::Payload { .. })
+    });
+    net.down.insert(a);
+    net.queue.clear();
+    net.run_ms(100);
+    net.submit(clients[1], Command::set("a", "2"));
+    net.run_ms(300);
+    let orders: BTreeSet<Vec<u8>> = (1..5)
+        .map(|rank| {
+            let node = net.replica(rank);
+            assert_eq!(net.executed(node), 2, "{node} executed both commands");
+            net.replicas[&node].state_machine.snapshot()
+        })
+        .collect();
+    assert_eq!(orders.len(), 1, "every live replica ends in the same state");
+}
+
+#[test]
+fn recovery_rules_r_a_to_r_d_t15_t16_t17() {
+    // Goal: Rules A and B on the worked examples of spec §6.5. Method: build the MRecAcks of
+    // each recovery quorum and check the chosen timestamp.
+    let n = |i: u32| NodeId(i);
+    let payload = |quorum: Vec<NodeId>| super::messages::Payload {
+        shards: vec![0],
+        parts: vec![Command::set("a", "1")],
+        coordinators: vec![n(0)],
+        quorums: vec![quorum],
+        client: n(9),
+    };
+    use RecPhase::{RecoverP, RecoverR};
+    // R-a: r = 5, f = 1, fast quorum {A, B, C}; quorum {B, C, D, E}: I = {B, C}, s = false → 11.
+    let acks: BTreeMap<NodeId, (u64, RecPhase, u64)> =
+        [(n(1), (7, RecoverP, 0)), (n(2), (11, RecoverP, 0)), (n(3), (1, RecoverR, 0)), (n(4), (1, RecoverR, 0))]
+            .into();
+    assert_eq!(choose_timestamp(&acks, &payload(vec![n(0), n(1), n(2)]), 0), 11);
+    // R-b: r = 5, f = 2, fast quorum {A, B, C, D}, Table 1a: any 3-quorum holds 2 of {B, C, D} → 11.
+    let fq = vec![n(0), n(1), n(2), n(3)];
+    for quorum in [[1, 2, 4], [1, 3, 4], [2, 3, 4]] {
+        let value = |i: u32| match i {
+            1 => (7, RecoverP, 0),
+            2 | 3 => (11, RecoverP, 0),
+            _ => (1, RecoverR, 0),
+        };
+        let acks: BTreeMap<NodeId, _> = quorum.iter().map(|&i| (n(i), value(i))).collect();
+        // E answered in RECOVER-R but is outside the fast quorum: s stays false.
+        assert_eq!(choose_timestamp(&acks, &payload(fq.clone()), 0), 11, "quorum {quorum:?}");
+    }
+    // R-c: Table 1b, quorum {B, D, E}: I = {B, D} → max(7, 6) = 7.
+    let acks: BTreeMap<NodeId, _> =
+        [(n(1), (7, RecoverP, 0)), (n(3), (6, RecoverP, 0)), (n(4), (1, RecoverR, 0))].into();
+    assert_eq!(choose_timestamp(&acks, &payload(fq.clone()), 0), 7);
+    // s = true when a fast-quorum member computed its proposal in MRec: max over the quorum.
+    let acks: BTreeMap<NodeId, _> =
+        [(n(1), (7, RecoverR, 0)), (n(3), (6, RecoverP, 0)), (n(4), (12, RecoverR, 0))].into();
+    assert_eq!(choose_timestamp(&acks, &payload(fq.clone()), 0), 12);
+    // R-d: a value accepted at a ballot wins (Rule A), the highest ballot first.
+    let acks: BTreeMap<NodeId, _> =
+        [(n(1), (11, RecoverP, 1)), (n(3), (6, RecoverP, 0)), (n(4), (9, RecoverR, 7))].into();
+    assert_eq!(choose_timestamp(&acks, &payload(fq), 0), 9);
+}
+
+#[test]
+fn recovery_ballots_t21() {
+    // Goal: T21 — b > bal, b > r, b owned by the sender, for every (rank, bal, r); the floor
+    // formula of the paper gives b = rank + 1 ≤ r at bal = 0 (the pitfall of spec §6.4).
+    for r in [3usize, 5, 7] {
+        for rank in 0..r {
+            for bal in 0..40u64 {
+                let b = recovery_ballot(rank, bal, r);
+                assert!(b > bal && b > r as u64 && (b - 1) % r as u64 == rank as u64);
+            }
+            assert_eq!(recovery_ballot_floor(rank, 0, r), rank as u64 + 1, "the pitfall");
+        }
+    }
+}
+
+#[test]
+fn multi_shard_command_t24_t27() {
+    // Goal: T24/T27 — an MSET over two shards of three executes once in each accessed shard
+    // with the maximum of the shards' timestamps; the client gets OK; no replica of the third
+    // shard hears of it.
+    let mut net = Net::new(3, 3, 1, 1, Flaw::None);
+    let shard_of = |k: &str| ordo_core::shard_of_key(k.as_bytes(), 3);
+    let (mut k0, mut k1) = (None, None);
+    for i in 0..100 {
+        let key = format!("k{i}");
+        match shard_of(&key) {
+            0 if k0.is_none() => k0 = Some(key),
+            1 if k1.is_none() => k1 = Some(key),
+            _ => {}
+        }
+    }
+    let (k0, k1) = (k0.unwrap(), k1.unwrap());
+    let client = net.client();
+    net.submit(client, Command::MSet { pairs: vec![(k1.clone().into(), "x".into()), (k0.clone().into(), "y".into())] });
+    net.deliver_all();
+    net.run_ms(5);
+    assert_eq!(net.completions, vec![(0, CommandResult::Ok)]);
+    let d = dot(client, 1);
+    let stamps: BTreeSet<u64> =
+        net.topology.shards[..2].iter().flat_map(|s| s.iter()).map(|&node| net.ts(node, d).unwrap()).collect();
+    assert_eq!(stamps.len(), 1, "one final timestamp in both shards");
+    for &node in net.topology.shards[..2].iter().flat_map(|s| s.iter()) {
+        assert_eq!(net.executed(node), 1);
+    }
+    let third: BTreeSet<NodeId> = net.topology.shards[2].iter().copied().collect();
+    let about_it = net
+        .sent
+        .iter()
+        .filter(|(from, to, m)| (third.contains(from) || third.contains(to)) && !matches!(m, Message::Promises { .. }));
+    assert_eq!(about_it.count(), 0, "genuine: the third shard takes no step");
+}
+
+#[test]
+fn multi_shard_with_crashed_coordinator_in_one_shard() {
+    // Goal: a multi-shard command whose coordinator in one shard crashes before doing anything
+    // still executes in both shards: the other shard hands the payload over (Help) and a replica
+    // there recovers it.
+    let mut net = Net::new(2, 3, 1, 1, Flaw::None);
+    let shard_of = |k: &str| ordo_core::shard_of_key(k.as_bytes(), 2);
+    let k0 = (0..100).map(|i| format!("k{i}")).find(|k| shard_of(k) == 0).unwrap();
+    let k1 = (0..100).map(|i| format!("k{i}")).find(|k| shard_of(k) == 1).unwrap();
+    let coordinator_1 = net.topology.shards[1][0];
+    net.down.insert(coordinator_1);
+    let client = net.client();
+    net.submit(client, Command::MSet { pairs: vec![(k0.into(), "x".into()), (k1.into(), "y".into())] });
+    net.deliver_all();
+    net.run_ms(300);
+    for &node in net.topology.shards[0].iter().chain(net.topology.shards[1][1..].iter()) {
+        assert_eq!(net.executed(node), 1, "{node} executed");
+    }
+    assert_eq!(net.replicas[&net.topology.shards[0][0]].instances[&dot(client, 1)].phase, Phase::Execute);
+}

@@ -1,0 +1,184 @@
+//! Nezha against Multi-Paxos on the simulated LAN with the CPU cost model (the same costs for
+//! both), as the Nezha paper compares them (§7.2, §7.6), and Nezha's graceful degradation as
+//! clocks get worse (App. D).
+//!
+//! Table 1: protocol × replicas × offered load (open loop) → throughput, p50, p99, fast-path
+//! ratio; then each protocol's saturation throughput and Nezha's ratio to it. Multi-Paxos runs
+//! twice: with ordo's batching (its default) and with one request per `Prepare` (the leader
+//! load `2(2f+1)` of the paper's baseline, Tab. 1).
+//! Table 2: Nezha with clock error bounds of 1 µs … 1 ms (every clock reading off by up to the
+//! bound), with linearizability and agreement checked.
+//! Run: `cargo bench -p ordo-sim --bench nezha_vs_multipaxos` (ORDO_QUICK=1 for fewer points).
+
+use ordo_core::Protocol;
+use ordo_protocols::{ProtocolVisitor, with_protocol};
+use ordo_sim::{SimConfig, SimReport, WorkloadSpec};
+use std::collections::BTreeMap;
+
+struct Run(SimConfig);
+
+impl ProtocolVisitor for Run {
+    type Output = SimReport;
+    fn visit<P: Protocol>(self) -> SimReport {
+        ordo_sim::run::<P>(self.0).expect("valid config").report
+    }
+}
+
+/// One protocol setting of table 1.
+struct Variant {
+    label: &'static str,
+    protocol: &'static str,
+    options: &'static str,
+}
+
+const VARIANTS: [Variant; 4] = [
+    Variant { label: "nezha", protocol: "nezha", options: "proxies = 8" },
+    Variant { label: "nezha-noproxy", protocol: "nezha", options: "proxies = 0" },
+    Variant { label: "multipaxos", protocol: "multipaxos", options: "" },
+    Variant { label: "multipaxos-b1", protocol: "multipaxos", options: "batch_max = 1" },
+];
+
+const CLIENTS: usize = 200;
+
+fn config(replicas: usize, offered_ops: f64, options: &str, duration_ns: u64) -> SimConfig {
+    let mut workload = WorkloadSpec::from_name("uniform:1000").expect("known workload");
+    workload.rate_per_client = Some(offered_ops / CLIENTS as f64);
+    SimConfig {
+        seed: 1,
+        replicas,
+        clients: CLIENTS,
+        duration_ns,
+        workload,
+        check_linearizability: false,
+        protocol: toml::from_str(options).expect("options parse"),
+        ..SimConfig::default()
+    }
+}
+
+fn main() {
+    let quick = std::env::var("ORDO_QUICK").is_ok();
+    let duration_ns = if quick { 200_000_000 } else { 400_000_000 };
+    let loads: &[f64] = if quick {
+        &[50_000.0, 150_000.0, 300_000.0]
+    } else {
+        &[25_000.0, 50_000.0, 100_000.0, 150_000.0, 200_000.0, 300_000.0, 400_000.0]
+    };
+    println!("Table 1: open loop, {CLIENTS} clients, uniform keys, LAN, CPU cost model (same for both)");
+    println!(
+        "{:<14} {:>8} {:>12} {:>12} {:>8} {:>8} {:>6}",
+        "protocol", "replicas", "offered/s", "ops/s", "p50 ms", "p99 ms", "fast"
+    );
+    let mut saturation: BTreeMap<(usize, &str), f64> = BTreeMap::new();
+    let mut p50: BTreeMap<(usize, &str, u64), (f64, f64)> = BTreeMap::new();
+    for replicas in [3, 5, 9] {
+        for variant in &VARIANTS {
+            for &load in loads {
+                let report = with_protocol(variant.protocol, Run(config(replicas, load, variant.options, duration_ns)))
+                    .expect("registered");
+                let fast = report.fast_path_ratio.map_or("-".to_string(), |r| format!("{r:.2}"));
+                println!(
+                    "{:<14} {:>8} {:>12.0} {:>12.0} {:>8.3} {:>8.3} {:>6}",
+                    variant.label,
+                    replicas,
+                    load,
+                    report.throughput_ops_per_s,
+                    report.latency_ms.p50,
+                    report.latency_ms.p99,
+                    fast
+                );
+                let best = saturation.entry((replicas, variant.label)).or_default();
+                *best = best.max(report.throughput_ops_per_s);
+                p50.insert(
+                    (replicas, variant.label, load as u64),
+                    (report.throughput_ops_per_s, report.latency_ms.p50),
+                );
+            }
+        }
+    }
+    println!();
+    println!("Saturation throughput (best over offered loads) and Nezha's ratio to Multi-Paxos");
+    println!(
+        "{:>8} {:>10} {:>14} {:>11} {:>14} {:>8} {:>9} {:>11} {:>12}",
+        "replicas",
+        "nezha",
+        "nezha-noproxy",
+        "multipaxos",
+        "multipaxos-b1",
+        "× mp",
+        "× mp-b1",
+        "noproxy×mp",
+        "noproxy×b1"
+    );
+    for replicas in [3, 5, 9] {
+        let nezha = saturation[&(replicas, "nezha")];
+        let direct = saturation[&(replicas, "nezha-noproxy")];
+        let batched = saturation[&(replicas, "multipaxos")];
+        let single = saturation[&(replicas, "multipaxos-b1")];
+        println!(
+            "{:>8} {:>10.0} {:>14.0} {:>11.0} {:>14.0} {:>8.2} {:>9.2} {:>11.2} {:>12.2}",
+            replicas,
+            nezha,
+            direct,
+            batched,
+            single,
+            nezha / batched,
+            nezha / single,
+            direct / batched,
+            direct / single
+        );
+    }
+    println!();
+    println!("Median latency (p50 ms) at loads both sustain (achieved ≥ 95% of offered)");
+    for replicas in [3, 5, 9] {
+        for &load in loads {
+            let key = |label| p50[&(replicas, label, load as u64)];
+            for mine in ["nezha", "nezha-noproxy"] {
+                let (mine_ops, mine_p50) = key(mine);
+                for other in ["multipaxos", "multipaxos-b1"] {
+                    let (other_ops, other_p50) = key(other);
+                    if mine_ops >= 0.95 * load && other_ops >= 0.95 * load {
+                        let verdict = if mine_p50 < other_p50 { "lower" } else { "NOT lower" };
+                        println!(
+                            "  n={replicas} load {load:>7.0}: {mine} {mine_p50:.3} vs {other} {other_p50:.3} ({verdict})"
+                        );
+                    }
+                }
+            }
+        }
+    }
+    println!();
+    clock_table(duration_ns);
+}
+
+/// Table 2: the same Nezha cluster with worse and worse clocks.
+fn clock_table(duration_ns: u64) {
+    println!("Table 2: Nezha, 3 replicas, closed loop, 16 clients, history workload (5 keys), checked");
+    println!(
+        "{:>10} {:>10} {:>8} {:>8} {:>6} {:>13} {:>10}",
+        "clock err", "ops/s", "p50 ms", "p99 ms", "fast", "linearizable", "agreement"
+    );
+    for error_ns in [1_000, 10_000, 100_000, 1_000_000] {
+        let mut config = SimConfig {
+            seed: 1,
+            replicas: 3,
+            clients: 16,
+            duration_ns,
+            protocol: toml::from_str("proxies = 3").expect("options parse"),
+            ..SimConfig::default()
+        };
+        // Every reading is off by up to the claimed bound, independently per reading.
+        config.clock.error_bound_ns = error_ns;
+        config.clock.jitter_ns = error_ns;
+        let report = with_protocol("nezha", Run(config)).expect("registered");
+        println!(
+            "{:>8}µs {:>10.0} {:>8.3} {:>8.3} {:>6.2} {:>13} {:>10}",
+            error_ns / 1_000,
+            report.throughput_ops_per_s,
+            report.latency_ms.p50,
+            report.latency_ms.p99,
+            report.fast_path_ratio.unwrap_or(0.0),
+            report.linearizable.map_or("-", |ok| if ok { "yes" } else { "NO" }),
+            if report.agreement { "yes" } else { "NO" }
+        );
+    }
+}
