@@ -36,6 +36,14 @@ impl fmt::Debug for ClientId {
     }
 }
 
+impl ClientId {
+    /// The client node that issued the requests (the low 32 bits; the high 32 bits tell its
+    /// incarnations apart, see `NodeContext::client_id`).
+    pub fn node(self) -> NodeId {
+        NodeId(self.0 as u32)
+    }
+}
+
 impl From<NodeId> for ClientId {
     fn from(node: NodeId) -> Self {
         ClientId(u64::from(node.0))

@@ -8,7 +8,7 @@
 //! and the same inputs give the same outputs.
 
 use crate::command::{Command, CommandResult};
-use crate::ids::NodeId;
+use crate::ids::{ClientId, NodeId};
 use crate::kv::StateMachine;
 use crate::stats::NodeStats;
 use crate::time::ClockReading;
@@ -343,12 +343,23 @@ pub struct NodeContext<P: Protocol> {
     pub seed: u64,
     /// Builds an empty application state machine.
     pub new_state_machine: fn() -> Box<dyn StateMachine>,
+    /// A number that differs between this node's incarnations (the simulator counts restarts;
+    /// the runtime uses a random boot number). Clients fold it into their [`ClientId`], so that
+    /// a restarted client, whose request numbers start again at 1, is never taken for the old one
+    /// by a replica's client table.
+    pub incarnation: u64,
 }
 
 impl<P: Protocol> NodeContext<P> {
     /// This node's role.
     pub fn role(&self) -> Role {
         self.topology.node(self.id).role
+    }
+
+    /// The identity a client node's requests carry: its node id in the low 32 bits, its
+    /// incarnation in the high 32.
+    pub fn client_id(&self) -> ClientId {
+        ClientId(((self.incarnation & 0xFFFF_FFFF) << 32) | u64::from(self.id.0))
     }
 }
 

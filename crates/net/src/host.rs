@@ -201,7 +201,8 @@ impl<P: Protocol> Host<P> {
             let id = NodeId(index as u32);
             let path = cluster.data_dir.join(format!("{}-n{}.log", me.name, id.0));
             if topology.node(id).role == Role::Client {
-                // Client nodes restart fresh (their ids restart at request 1 as well).
+                // Client nodes restart fresh: request numbers start at 1 again, under a new client
+                // id (the boot number is its incarnation), so replicas never mistake them for retries.
                 let _ = std::fs::remove_file(&path);
             }
             let (storage, durable) = Storage::open::<P::Durable>(&path, cluster.runtime.fsync)
@@ -212,6 +213,7 @@ impl<P: Protocol> Host<P> {
                 config: config.clone(),
                 seed: cluster.runtime.seed.wrapping_mul(1_000_003).wrapping_add(u64::from(id.0) * 7919) ^ boot,
                 new_state_machine,
+                incarnation: boot,
             };
             let node = P::new_node(context, durable);
             local_of[index] = Some(locals.len());

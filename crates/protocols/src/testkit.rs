@@ -473,6 +473,7 @@ impl<P: Protocol> Cluster<P> {
             config: self.config.clone(),
             seed: self.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ ((index as u64) << 32) ^ slot.incarnation,
             new_state_machine: self.new_state_machine,
+            incarnation: slot.incarnation,
         };
         let built = P::new_node(context, slot.durable.clone());
         built.check_invariants();

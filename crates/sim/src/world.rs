@@ -284,6 +284,7 @@ impl<P: Protocol> World<P> {
                 .wrapping_mul(1_000_003)
                 .wrapping_add(u64::from(id.0) * 7919 + self.nodes.get(id.index()).map_or(0, |n| n.incarnation)),
             new_state_machine,
+            incarnation: self.nodes.get(id.index()).map_or(0, |n| n.incarnation),
         }
     }
 

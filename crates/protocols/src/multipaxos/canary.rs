@@ -40,6 +40,7 @@ where
         config: context.config,
         seed: context.seed,
         new_state_machine: context.new_state_machine,
+        incarnation: context.incarnation,
     }
 }
 

@@ -34,7 +34,7 @@ impl Client {
         let replicas = context.topology.replicas().clone();
         assert!(!replicas.is_empty(), "a cluster has replicas");
         Client {
-            id: ClientId::from(context.id),
+            id: context.client_id(),
             replicas,
             config: context.config,
             view: 0,

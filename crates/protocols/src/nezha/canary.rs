@@ -111,6 +111,7 @@ impl Protocol for NezhaMajorityFastQuorum {
             config: context.config,
             seed: context.seed,
             new_state_machine: context.new_state_machine,
+            incarnation: context.incarnation,
         };
         let inner = new_node_with(real, durable, Flaw::MajorityFastQuorum);
         Box::new(Flawed { inner, scratch: Outbox::default() })

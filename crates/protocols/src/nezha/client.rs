@@ -41,7 +41,7 @@ impl Client {
         let proxy_turn = if proxies.is_empty() { 0 } else { context.id.index() % proxies.len() };
         Client {
             me: context.id,
-            id: ClientId::from(context.id),
+            id: context.client_id(),
             proxies,
             sender,
             retry_ns: context.config.client_retry_ns,

@@ -220,7 +220,7 @@ impl Proxy {
         command: Command,
         out: &mut Outbox<Nezha>,
     ) -> Result<(), &'static str> {
-        if id.client != from.into() {
+        if id.client.node() != from {
             return Err("client request under another client's id");
         }
         self.sender.send(now, id, command, from, &mut self.stats, out);

@@ -30,6 +30,7 @@ fn replica(rank: usize, config: Config) -> Replica {
         config,
         seed: 7,
         new_state_machine: kv,
+        incarnation: 0,
     };
     Replica::new(context, Vec::new())
 }

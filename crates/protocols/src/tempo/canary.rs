@@ -42,6 +42,7 @@ where
         config: context.config,
         seed: context.seed,
         new_state_machine: context.new_state_machine,
+        incarnation: context.incarnation,
     };
     let inner: Box<dyn Node<Tempo>> = match role {
         Role::Client => Box::new(Client::new(context)),

@@ -130,7 +130,7 @@ impl Client {
     pub fn new(context: NodeContext<Tempo>) -> Self {
         let config = context.config.scaled(&context.topology);
         Client {
-            id: ClientId::from(context.id),
+            id: context.client_id(),
             node: context.id,
             topology: context.topology,
             config,

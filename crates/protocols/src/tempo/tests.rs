@@ -75,6 +75,7 @@ impl Net {
                 config: Config::default(),
                 seed: u64::from(spec.id.0) + 1,
                 new_state_machine: kv,
+                incarnation: 0,
             };
             let mut out = Outbox::default();
             if spec.role == Role::Client {

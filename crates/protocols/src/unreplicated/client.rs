@@ -25,7 +25,7 @@ impl Client {
     pub fn new(context: NodeContext<Unreplicated>) -> Self {
         let server = context.topology.replicas()[0];
         Client {
-            id: ClientId::from(context.id),
+            id: context.client_id(),
             server,
             config: context.config,
             next_number: 1,
