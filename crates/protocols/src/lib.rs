@@ -6,6 +6,8 @@
 //! and one line to [`registry!`]'s invocation below.
 #![deny(missing_docs)]
 
+#[cfg(any(test, feature = "canary"))]
+pub mod canary;
 pub mod multipaxos;
 pub mod nezha;
 pub mod tempo;
