@@ -64,6 +64,10 @@ mod tests;
 mod tests_executor;
 #[cfg(test)]
 mod tests_promises;
+#[cfg(test)]
+mod tests_recovery;
+#[cfg(test)]
+mod tests_scenarios;
 
 use ordo_core::{CrashModel, Node, NodeContext, Protocol, Role, Topology};
 use serde::{Deserialize, Serialize};

@@ -1,22 +1,27 @@
 //! Scenario tests of Tempo (specs/tempo.md §11). A small network of our own drives the nodes
 //! (the shared testkit has one shard and f = (r − 1)/2; these scenarios need r = 5 with f = 1 and
-//! several shards): messages are delivered first in, first out; tests drop, hold and crash.
+//! several shards): messages are delivered first in, first out, or in a random order with loss
+//! and duplication; tests hold, drop and crash. More scenarios use this network in
+//! `tests_scenarios.rs` and `tests_recovery.rs`.
 
 use super::client::Client;
 use super::messages::{Dot, Message, RecPhase};
 use super::recovery::{choose_timestamp, recovery_ballot, recovery_ballot_floor};
 use super::replica::{Phase, Replica};
 use super::{Config, Flaw, Tempo, Timer};
+use ordo_core::kv::SnapshotError;
 use ordo_core::{
-    ClientId, Command, CommandResult, Destinations, Effect, KvStore, Node, NodeContext, NodeId, NodeSpec, Outbox,
-    RequestId, Role, StateMachine, Submission, Topology,
+    ClientId, Command, CommandResult, Destinations, Effect, KeyDigest, KvStore, Node, NodeContext, NodeId, NodeSpec,
+    Outbox, RequestId, Role, StateMachine, Submission, Topology,
 };
+use rand::RngExt;
+use rand_chacha::ChaCha8Rng;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 
 /// `shards` shards of `r` replicas (replica i of each shard at site i, site i and j `|i − j|` ms
-/// apart, so closeness follows rank), then `clients` clients at site 0.
-fn topology(shards: usize, r: usize, f: usize, clients: usize) -> Topology {
+/// apart, so closeness follows rank), then one client at each of `client_sites`.
+fn topology(shards: usize, r: usize, f: usize, client_sites: &[usize]) -> Topology {
     let mut nodes = Vec::new();
     let mut members = Vec::new();
     for shard in 0..shards {
@@ -28,41 +33,100 @@ fn topology(shards: usize, r: usize, f: usize, clients: usize) -> Topology {
         }
         members.push(Destinations::from(ids));
     }
-    for _ in 0..clients {
+    for &site in client_sites {
+        assert!(site < r, "a client sits at a replica's site");
         let id = NodeId(nodes.len() as u32);
-        nodes.push(NodeSpec { id, role: Role::Client, site: 0, shard: None });
+        nodes.push(NodeSpec { id, role: Role::Client, site, shard: None });
     }
     let site_delay_ns = (0..r).map(|i| (0..r).map(|j| (i.abs_diff(j) as u64) * 1_000_000).collect()).collect();
     Topology { nodes, shards: members, f, sites: (0..r).map(|i| format!("s{i}")).collect(), site_delay_ns }
 }
 
-fn kv() -> Box<dyn StateMachine> {
-    Box::new(KvStore::new())
+/// The key-value store plus the order in which it applied requests. That order is part of its
+/// state (and of its snapshot), so a scenario can compare what each replica executed.
+#[derive(Default)]
+struct Recorder {
+    applied: Vec<RequestId>,
+    store: KvStore,
+}
+
+impl StateMachine for Recorder {
+    fn apply(&mut self, request: RequestId, command: &Command) -> CommandResult {
+        self.applied.push(request);
+        self.store.apply(request, command)
+    }
+
+    /// The applied requests (a count, then client and number of each), then the store.
+    fn snapshot(&self) -> Vec<u8> {
+        let mut bytes = (self.applied.len() as u64).to_le_bytes().to_vec();
+        for request in &self.applied {
+            bytes.extend(request.client.0.to_le_bytes());
+            bytes.extend(request.number.to_le_bytes());
+        }
+        bytes.extend(self.store.snapshot());
+        bytes
+    }
+
+    fn restore(&mut self, _snapshot: &[u8]) -> Result<(), SnapshotError> {
+        unreachable!("Tempo is crash-stop: it never restores a snapshot")
+    }
+
+    fn key_digests(&self) -> Vec<KeyDigest> {
+        self.store.key_digests()
+    }
+}
+
+/// Decodes the applied requests from a [`Recorder`] snapshot.
+fn applied_requests(snapshot: &[u8]) -> Vec<RequestId> {
+    let word = |at: usize| u64::from_le_bytes(snapshot[at..at + 8].try_into().expect("eight bytes"));
+    (0..word(0) as usize).map(|i| RequestId { client: ClientId(word(8 + 16 * i)), number: word(16 + 16 * i) }).collect()
+}
+
+fn recorder() -> Box<dyn StateMachine> {
+    Box::<Recorder>::default()
+}
+
+/// How `deliver_all_shuffled` mistreats messages: each delivery takes a message at random from
+/// the queue (reordering), then drops it with probability `loss` or, with probability
+/// `duplicate`, delivers it and puts a copy back to be delivered again later.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Chaos {
+    pub(super) loss: f64,
+    pub(super) duplicate: f64,
 }
 
 /// The network of a scenario.
-struct Net {
-    topology: Arc<Topology>,
-    replicas: BTreeMap<NodeId, Replica>,
-    clients: BTreeMap<NodeId, Client>,
-    queue: VecDeque<(NodeId, NodeId, Message)>,
+pub(super) struct Net {
+    pub(super) topology: Arc<Topology>,
+    pub(super) replicas: BTreeMap<NodeId, Replica>,
+    pub(super) clients: BTreeMap<NodeId, Client>,
+    pub(super) queue: VecDeque<(NodeId, NodeId, Message)>,
     /// Every message ever sent: (from, to, message).
-    sent: Vec<(NodeId, NodeId, Message)>,
-    down: BTreeSet<NodeId>,
-    now_ns: u64,
-    completions: Vec<(u64, CommandResult)>,
+    pub(super) sent: Vec<(NodeId, NodeId, Message)>,
+    /// Messages set aside by `deliver_all_holding`, until `release`.
+    pub(super) held: Vec<(NodeId, NodeId, Message)>,
+    pub(super) down: BTreeSet<NodeId>,
+    pub(super) now_ns: u64,
+    pub(super) completions: Vec<(u64, CommandResult)>,
     next_op: u64,
 }
 
 impl Net {
-    fn new(shards: usize, r: usize, f: usize, clients: usize, flaw: Flaw) -> Net {
-        let topology = Arc::new(topology(shards, r, f, clients));
+    /// `shards` shards of `r` replicas and `clients` clients at site 0.
+    pub(super) fn new(shards: usize, r: usize, f: usize, clients: usize, flaw: Flaw) -> Net {
+        Net::with_clients_at(shards, r, f, &vec![0; clients], flaw)
+    }
+
+    /// `shards` shards of `r` replicas and one client at each of `client_sites`.
+    pub(super) fn with_clients_at(shards: usize, r: usize, f: usize, client_sites: &[usize], flaw: Flaw) -> Net {
+        let topology = Arc::new(topology(shards, r, f, client_sites));
         let mut net = Net {
             topology: topology.clone(),
             replicas: BTreeMap::new(),
             clients: BTreeMap::new(),
             queue: VecDeque::new(),
             sent: Vec::new(),
+            held: Vec::new(),
             down: BTreeSet::new(),
             now_ns: 0,
             completions: Vec::new(),
@@ -74,7 +138,7 @@ impl Net {
                 topology: topology.clone(),
                 config: Config::default(),
                 seed: u64::from(spec.id.0) + 1,
-                new_state_machine: kv,
+                new_state_machine: recorder,
                 incarnation: 0,
             };
             let mut out = Outbox::default();
@@ -115,7 +179,7 @@ impl Net {
         ordo_core::ClockReading::exact(self.now_ns)
     }
 
-    fn submit(&mut self, client: NodeId, command: Command) -> u64 {
+    pub(super) fn submit(&mut self, client: NodeId, command: Command) -> u64 {
         let op = self.next_op;
         self.next_op += 1;
         let mut out = Outbox::default();
@@ -125,11 +189,25 @@ impl Net {
         op
     }
 
-    /// Delivers the oldest message; false when none is left.
-    fn step(&mut self) -> bool {
-        let Some((from, to, message)) = self.queue.pop_front() else { return false };
+    /// Sends a single-shard `MSubmit` as `client` would, to `coordinator`, without the client's
+    /// one-request-at-a-time discipline (the reply is dropped by the client). Returns the dot.
+    pub(super) fn inject_submit(&mut self, client: NodeId, coordinator: NodeId, number: u64, command: Command) -> Dot {
+        let dot = dot(client, number);
+        let message = Message::Submit { dot, shards: vec![0], parts: vec![command], coordinators: vec![coordinator] };
+        self.inject(client, coordinator, message);
+        dot
+    }
+
+    /// Puts a message on the wire as if `from` had sent it.
+    pub(super) fn inject(&mut self, from: NodeId, to: NodeId, message: Message) {
+        self.sent.push((from, to, message.clone()));
+        self.queue.push_back((from, to, message));
+    }
+
+    /// Hands one message to its receiver (nothing happens if either end is down).
+    fn deliver(&mut self, from: NodeId, to: NodeId, message: Message) {
         if self.down.contains(&to) || self.down.contains(&from) {
-            return true;
+            return;
         }
         let now = self.now();
         let mut out = Outbox::default();
@@ -141,10 +219,16 @@ impl Net {
             client.check_invariants();
         }
         self.absorb(to, &mut out);
+    }
+
+    /// Delivers the oldest message; false when none is left.
+    pub(super) fn step(&mut self) -> bool {
+        let Some((from, to, message)) = self.queue.pop_front() else { return false };
+        self.deliver(from, to, message);
         true
     }
 
-    fn deliver_all(&mut self) {
+    pub(super) fn deliver_all(&mut self) {
         let mut steps = 0;
         while self.step() {
             steps += 1;
@@ -153,7 +237,7 @@ impl Net {
     }
 
     /// Delivers, dropping the messages `drop` selects.
-    fn deliver_all_dropping(&mut self, drop: impl Fn(NodeId, NodeId, &Message) -> bool) {
+    pub(super) fn deliver_all_dropping(&mut self, drop: impl Fn(NodeId, NodeId, &Message) -> bool) {
         let mut steps = 0;
         while let Some((from, to, message)) = self.queue.front() {
             if drop(*from, *to, message) {
@@ -166,36 +250,124 @@ impl Net {
         }
     }
 
+    /// Delivers, setting aside (in `held`) the messages `hold` selects.
+    pub(super) fn deliver_all_holding(&mut self, hold: impl Fn(NodeId, NodeId, &Message) -> bool) {
+        let mut steps = 0;
+        while let Some((from, to, message)) = self.queue.pop_front() {
+            if hold(from, to, &message) {
+                self.held.push((from, to, message));
+                continue;
+            }
+            self.deliver(from, to, message);
+            steps += 1;
+            assert!(steps < 1_000_000, "messages keep flowing");
+        }
+    }
+
+    /// As `deliver_all_holding`, but stops as soon as `done` holds (checked after each delivery).
+    pub(super) fn deliver_until(
+        &mut self,
+        hold: impl Fn(NodeId, NodeId, &Message) -> bool,
+        done: impl Fn(&Net) -> bool,
+    ) {
+        while !done(self) {
+            let (from, to, message) = self.queue.pop_front().expect("the network drained before `done`");
+            if hold(from, to, &message) {
+                self.held.push((from, to, message));
+            } else {
+                self.deliver(from, to, message);
+            }
+        }
+    }
+
+    /// Puts the held messages `pick` selects back on the wire, in the order they were held.
+    pub(super) fn release(&mut self, pick: impl Fn(NodeId, NodeId, &Message) -> bool) {
+        let (released, kept): (Vec<_>, Vec<_>) =
+            std::mem::take(&mut self.held).into_iter().partition(|(from, to, m)| pick(*from, *to, m));
+        self.held = kept;
+        self.queue.extend(released);
+    }
+
+    /// Delivers a message taken at random from the queue, as `chaos` says; false when none is
+    /// left.
+    pub(super) fn step_shuffled(&mut self, rng: &mut ChaCha8Rng, chaos: Chaos) -> bool {
+        if self.queue.is_empty() {
+            return false;
+        }
+        let index = rng.random_range(0..self.queue.len());
+        let (from, to, message) = self.queue.swap_remove_back(index).expect("index in range");
+        if chaos.loss > 0.0 && rng.random_bool(chaos.loss) {
+            return true;
+        }
+        if chaos.duplicate > 0.0 && rng.random_bool(chaos.duplicate) {
+            self.queue.push_back((from, to, message.clone()));
+        }
+        self.deliver(from, to, message);
+        true
+    }
+
+    /// Delivers everything in a random order, as `chaos` says.
+    pub(super) fn deliver_all_shuffled(&mut self, rng: &mut ChaCha8Rng, chaos: Chaos) {
+        let mut steps = 0;
+        while self.step_shuffled(rng, chaos) {
+            steps += 1;
+            assert!(steps < 1_000_000, "messages keep flowing");
+        }
+    }
+
+    /// Fires `timer` at every live replica (the messages it sends stay queued).
+    pub(super) fn fire(&mut self, timer: Timer) {
+        let now = self.now();
+        let ids: Vec<NodeId> = self.replicas.keys().copied().filter(|n| !self.down.contains(n)).collect();
+        for id in ids {
+            let mut out = Outbox::default();
+            self.replicas.get_mut(&id).unwrap().on_timer(now, timer.clone(), &mut out);
+            self.absorb(id, &mut out);
+        }
+    }
+
+    /// One millisecond passes: every live replica's periodic timers fire (and every client's
+    /// retry timer at each multiple of 50 ms); the network is not drained.
+    pub(super) fn tick_ms(&mut self) {
+        self.now_ns += 1_000_000;
+        self.fire(Timer::Promises);
+        self.fire(Timer::Tick);
+        if self.now_ns.is_multiple_of(50_000_000) {
+            let now = self.now();
+            let ids: Vec<NodeId> = self.clients.keys().copied().collect();
+            for id in ids {
+                let mut out = Outbox::default();
+                self.clients.get_mut(&id).unwrap().on_timer(now, Timer::ClientRetry, &mut out);
+                self.absorb(id, &mut out);
+            }
+        }
+    }
+
     /// Lets `ms` pass in 1 ms rounds: every live node's periodic timers fire, then the network
     /// drains.
-    fn run_ms(&mut self, ms: u64) {
+    pub(super) fn run_ms(&mut self, ms: u64) {
         for _ in 0..ms {
-            self.now_ns += 1_000_000;
-            let now = self.now();
-            let ids: Vec<NodeId> = self.replicas.keys().copied().filter(|n| !self.down.contains(n)).collect();
-            for id in ids {
-                for timer in [Timer::Promises, Timer::Tick] {
-                    let mut out = Outbox::default();
-                    self.replicas.get_mut(&id).unwrap().on_timer(now, timer, &mut out);
-                    self.absorb(id, &mut out);
-                }
-            }
-            if self.now_ns.is_multiple_of(50_000_000) {
-                let ids: Vec<NodeId> = self.clients.keys().copied().collect();
-                for id in ids {
-                    let mut out = Outbox::default();
-                    self.clients.get_mut(&id).unwrap().on_timer(now, Timer::ClientRetry, &mut out);
-                    self.absorb(id, &mut out);
-                }
-            }
+            self.tick_ms();
             self.deliver_all();
+        }
+    }
+
+    /// As `run_ms`, the network draining in a random order, as `chaos` says.
+    pub(super) fn run_ms_shuffled(&mut self, ms: u64, rng: &mut ChaCha8Rng, chaos: Chaos) {
+        for _ in 0..ms {
+            self.tick_ms();
+            self.deliver_all_shuffled(rng, chaos);
         }
     }
 
     /// Moves a replica's clock on `key` to `clock` as if it had proposed there before,
     /// publishing the promises so that its peers learn them.
-    fn set_clock(&mut self, rank: usize, key: &str, clock: u64) {
-        let node = self.replica(rank);
+    pub(super) fn set_clock(&mut self, rank: usize, key: &str, clock: u64) {
+        self.set_clock_of(self.replica(rank), key, clock);
+    }
+
+    /// `set_clock` for any replica of any shard.
+    pub(super) fn set_clock_of(&mut self, node: NodeId, key: &str, clock: u64) {
         let replica = self.replicas.get_mut(&node).unwrap();
         let mut fresh = std::mem::take(&mut replica.fresh);
         replica.clocks.bump(&[ordo_core::Key::from(key.to_string())], clock, &mut fresh);
@@ -203,24 +375,55 @@ impl Net {
         replica.publish_fresh();
     }
 
-    fn replica(&self, rank: usize) -> NodeId {
+    /// `recover(id)` called at `node` now (as its failure detector would).
+    pub(super) fn recover(&mut self, node: NodeId, dot: Dot) {
+        let mut out = Outbox::default();
+        let replica = self.replicas.get_mut(&node).unwrap();
+        replica.recover(dot, &mut out);
+        replica.check_invariants();
+        self.absorb(node, &mut out);
+    }
+
+    /// Rank `rank` of shard 0.
+    pub(super) fn replica(&self, rank: usize) -> NodeId {
         self.topology.shards[0][rank]
     }
 
-    fn client(&self) -> NodeId {
+    pub(super) fn client(&self) -> NodeId {
         *self.clients.keys().next().unwrap()
     }
 
-    fn executed(&self, node: NodeId) -> u64 {
+    pub(super) fn executed(&self, node: NodeId) -> u64 {
         self.replicas[&node].stats.executed
     }
 
-    fn ts(&self, node: NodeId, dot: Dot) -> Option<u64> {
+    /// The requests `node`'s state machine applied, in order.
+    pub(super) fn applied(&self, node: NodeId) -> Vec<RequestId> {
+        applied_requests(&self.replicas[&node].state_machine.snapshot())
+    }
+
+    /// The command's timestamp at `node`, once committed there.
+    pub(super) fn ts(&self, node: NodeId, dot: Dot) -> Option<u64> {
         self.replicas[&node].instances.get(&dot).filter(|i| i.phase.committed()).map(|i| i.ts)
+    }
+
+    /// How often `node` dropped an input for `reason`.
+    pub(super) fn drops(&self, node: NodeId, reason: &str) -> u64 {
+        self.replicas[&node].stats.dropped.get(reason).copied().unwrap_or(0)
+    }
+
+    /// How often `node` counted `event`.
+    pub(super) fn events(&self, node: NodeId, event: &str) -> u64 {
+        self.replicas[&node].stats.events.get(event).copied().unwrap_or(0)
+    }
+
+    /// Whether operation `op` completed at its client.
+    pub(super) fn completed(&self, op: u64) -> bool {
+        self.completions.iter().any(|(done, _)| *done == op)
     }
 }
 
-fn dot(client: NodeId, number: u64) -> Dot {
+pub(super) fn dot(client: NodeId, number: u64) -> Dot {
     Dot { request: RequestId { client: ClientId::from(client), number }, attempt: 0 }
 }
 
