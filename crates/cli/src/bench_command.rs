@@ -56,6 +56,9 @@ pub struct BenchArgs {
     /// Skip fsync.
     #[arg(long)]
     no_fsync: bool,
+    /// Extra roles whose nodes run inside the gateway's process (see `cluster up --colocate`).
+    #[arg(long, value_delimiter = ',', default_value = "proxy")]
+    colocate: Vec<String>,
 }
 
 struct Drive<'a>(&'a ClusterFile, &'a Workload, &'a [Point]);
@@ -102,6 +105,7 @@ pub fn run(args: BenchArgs) -> ExitCode {
             protocol_options: args.protocol_options.clone(),
             no_fsync: args.no_fsync,
             status_every: 0,
+            colocate: args.colocate.clone(),
         };
         let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
         let data_dir = std::env::temp_dir().join(format!("ordo-bench-{}-{stamp}", std::process::id()));

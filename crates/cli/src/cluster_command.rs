@@ -6,6 +6,7 @@ use crate::parse;
 use clap::{Args, Subcommand};
 use ordo_core::Protocol;
 use ordo_net::ClusterFile;
+use ordo_net::config::FileRole;
 use ordo_protocols::{ProtocolVisitor, with_protocol};
 use std::net::SocketAddr;
 use std::os::unix::process::CommandExt;
@@ -30,8 +31,9 @@ pub struct UpArgs {
     /// Replicas.
     #[arg(long, default_value_t = 3)]
     pub replicas: usize,
-    /// Protocol client nodes in the gateway (concurrent operations in flight).
-    #[arg(long, default_value_t = 64)]
+    /// Protocol client nodes in the gateway (concurrent operations in flight). Pipelined Redis
+    /// clients keep many operations waiting; with too few client nodes they queue in the gateway.
+    #[arg(long, default_value_t = 256)]
     pub clients: usize,
     /// The gateway's Redis port on 127.0.0.1.
     #[arg(long, default_value_t = 7379)]
@@ -51,6 +53,12 @@ pub struct UpArgs {
     /// How often to print the nodes' states (0: never).
     #[arg(long, value_parser = duration_or_zero, default_value = "2s")]
     pub status_every: u64,
+    /// Extra roles (proxy, sequencer, controller; comma-separated) whose nodes run inside the
+    /// gateway's process instead of processes of their own: their messages to and from the
+    /// gateway's client nodes are then handed over in memory, and two cores serve fewer
+    /// processes. `none` gives every node its own process.
+    #[arg(long, value_delimiter = ',', default_value = "proxy")]
+    pub colocate: Vec<String>,
 }
 
 /// A duration, or 0 for "never".
@@ -84,9 +92,34 @@ impl ProtocolVisitor for BuildFile<'_> {
             self.1,
         );
         file.runtime.fsync = !args.no_fsync;
+        colocate(&mut file, &args.colocate)?;
         file.placement::<P>(&config).map_err(|e| e.to_string())?;
         Ok(file)
     }
+}
+
+/// Moves the nodes of the named extra roles into the gateway's process.
+fn colocate(file: &mut ClusterFile, roles: &[String]) -> Result<(), String> {
+    let mut wanted = Vec::new();
+    for role in roles.iter().map(|r| r.trim()).filter(|r| !r.is_empty() && *r != "none") {
+        let parsed: FileRole = toml::Value::String(role.to_string())
+            .try_into()
+            .map_err(|_| format!("--colocate: unknown role `{role}`"))?;
+        if matches!(parsed, FileRole::Replica | FileRole::Gateway) {
+            return Err(format!(
+                "--colocate: only extra roles (proxy, sequencer, controller) can share the gateway's process, not `{role}`"
+            ));
+        }
+        wanted.push(parsed);
+    }
+    let Some(gateway) = file.nodes.iter().position(|n| n.role == FileRole::Gateway) else { return Ok(()) };
+    let (name, addr) = (file.nodes[gateway].name.clone(), file.nodes[gateway].addr);
+    for node in file.nodes.iter_mut().filter(|n| wanted.contains(&n.role)) {
+        node.host = Some(name.clone());
+        node.addr = addr;
+        node.metrics = None;
+    }
+    Ok(())
 }
 
 /// Builds the cluster file of `cluster up` (also used by `ordo bench`).
@@ -132,8 +165,11 @@ impl LocalCluster {
         std::fs::write(&path, file.to_toml()).map_err(|e| format!("{}: {e}", path.display()))?;
         let mut cluster = LocalCluster { file, path, children: Vec::new() };
         for entry in cluster.file.nodes.clone() {
-            if entry.role == ordo_net::config::FileRole::Gateway && entry.redis.is_none() {
+            if entry.role == FileRole::Gateway && entry.redis.is_none() {
                 continue; // a gateway without a Redis port is hosted in-process (ordo bench)
+            }
+            if entry.host.is_some() {
+                continue; // runs inside its host's process
             }
             let log = cluster.file.data_dir.join(format!("{}.log.txt", entry.name));
             let child =

@@ -106,6 +106,12 @@ pub struct NodeEntry {
     /// Clock skew injected into this node.
     #[serde(default)]
     pub clock: ClockOptions,
+    /// Run this entry's node inside the process of the named entry (a gateway, say) instead of
+    /// a process of its own, so messages between them are handed over in memory rather than
+    /// through the kernel. Its `addr` must be that entry's; its `metrics`, `redis` and `clock`
+    /// are unused (the hosting process's apply).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
 }
 
 /// Transport and storage options shared by every node.
@@ -192,6 +198,26 @@ impl ClusterFile {
         self.nodes.iter().position(|n| n.name == name).ok_or_else(|| ConfigError::UnknownNode(name.to_string()))
     }
 
+    /// The entry whose process runs `entry`'s node: its `host`, or itself.
+    pub fn hosting_entry(&self, entry: usize) -> Result<usize, ConfigError> {
+        let node = &self.nodes[entry];
+        let Some(host) = &node.host else { return Ok(entry) };
+        let hosting = self.entry(host)?;
+        if self.nodes[hosting].host.is_some() {
+            return Err(ConfigError::Invalid(format!(
+                "node `{}` is hosted by `{host}`, which is hosted itself",
+                node.name
+            )));
+        }
+        if self.nodes[hosting].addr != node.addr {
+            return Err(ConfigError::Invalid(format!(
+                "node `{}` is hosted by `{host}` but has another addr",
+                node.name
+            )));
+        }
+        Ok(hosting)
+    }
+
     /// The protocol's options, parsed and validated.
     pub fn protocol_config<P: Protocol>(&self) -> Result<P::Config, ConfigError> {
         let config: P::Config = toml::Value::Table(self.protocol_options.clone())
@@ -250,6 +276,9 @@ impl ClusterFile {
                 entry_of.push(entry);
             }
         }
+        for entry in entry_of.iter_mut() {
+            *entry = self.hosting_entry(*entry)?;
+        }
         let f = (replicas.len() - 1) / 2;
         let topology = Topology {
             nodes,
@@ -285,6 +314,7 @@ impl ClusterFile {
                 redis,
                 clients,
                 clock: ClockOptions::default(),
+                host: None,
             });
         };
         for rank in 0..replicas {
@@ -333,6 +363,23 @@ mod tests {
     }
 
     #[test]
+    fn hosted_nodes_live_in_their_hosts_process() {
+        // Goal: a node entry with `host` is placed in the hosting entry's process (same entry
+        // index, so the same socket), and its id keeps the simulator's order.
+        use ordo_protocols::nezha::Nezha;
+        let config = Default::default();
+        let mut file = ClusterFile::local::<Nezha>(&config, toml::Table::new(), 3, 4, 9000, None, "/tmp/x".into());
+        let gateway = file.entry("gw").expect("gateway");
+        let proxy = file.entry("proxy1").expect("proxy");
+        file.nodes[proxy].host = Some("gw".into());
+        file.nodes[proxy].addr = file.nodes[gateway].addr;
+        let placement = file.placement::<Nezha>(&config).expect("placement");
+        let proxy_node = placement.topology.nodes.iter().position(|n| n.role == Role::Proxy).expect("a proxy");
+        assert_eq!(placement.entry_of[proxy_node], gateway);
+        assert_eq!(ClusterFile::parse(&file.to_toml()).expect("round trip"), file);
+    }
+
+    #[test]
     fn bad_cluster_files_are_errors() {
         assert!(ClusterFile::parse("protocol = 3").is_err());
         let mut file = ClusterFile::local::<MultiPaxos>(
@@ -346,6 +393,12 @@ mod tests {
         );
         file.nodes[1].name = "r1".into();
         assert!(file.placement::<MultiPaxos>(&Default::default()).is_err(), "duplicate names");
+        let mut hosted = file.clone();
+        hosted.nodes[0].name = "r0".into();
+        hosted.nodes[0].host = Some("gw".into());
+        assert!(hosted.placement::<MultiPaxos>(&Default::default()).is_err(), "a hosted node keeps its own addr");
+        hosted.nodes[0].host = Some("nobody".into());
+        assert!(hosted.placement::<MultiPaxos>(&Default::default()).is_err(), "unknown host");
         file.nodes.retain(|n| n.role == FileRole::Gateway);
         assert!(file.placement::<MultiPaxos>(&Default::default()).is_err(), "no replica");
     }

@@ -59,6 +59,17 @@ impl FaultShim {
         self.faults.is_empty()
     }
 
+    /// True when some fault acts on datagrams (partition, loss, duplication, reordering), so
+    /// that the host must decide each datagram's fate per link.
+    pub fn has_network_faults(&self) -> bool {
+        self.faults.iter().any(|fault| {
+            matches!(
+                fault,
+                Fault::Partition { .. } | Fault::Loss { .. } | Fault::Duplicate { .. } | Fault::Reorder { .. }
+            )
+        })
+    }
+
     /// Decides the fate of a datagram from node `from` to node `to`, `elapsed_ns` after start.
     pub fn decide(&mut self, elapsed_ns: u64, from: u32, to: u32) -> Verdict {
         let mut loss: f64 = 0.0;
@@ -142,6 +153,8 @@ mod tests {
             ..Default::default()
         };
         let mut shim = FaultShim::new(&plan, 1);
+        assert!(shim.has_network_faults());
+        assert!(!FaultShim::new(&FaultPlan::default(), 1).has_network_faults());
         assert_eq!(shim.decide(10, 0, 1), Verdict::Drop);
         assert_eq!(shim.decide(10, 1, 2), Verdict::Send { copies: 1, delay_ns: 0 });
         assert_eq!(shim.decide(150, 0, 1), Verdict::Send { copies: 1, delay_ns: 0 });

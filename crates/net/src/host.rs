@@ -19,7 +19,8 @@ use crate::faults::{FaultShim, NodeFault, Verdict};
 use crate::metrics::{LocalNodeMetrics, Metrics, Transport};
 use crate::storage::Storage;
 use crate::timer::PreciseTimer;
-use crate::wire::{self, Frame, Header, Packer, Reassembly};
+use crate::udp::{Receiver, Sender, Sent};
+use crate::wire::{self, Body, Header, Packer, Reassembly};
 use ordo_core::{
     Command, CommandResult, Effect, Node, NodeContext, NodeId, Outbox, PersistMode, Protocol, Role, Submission,
     Topology,
@@ -34,6 +35,8 @@ use tokio::sync::{mpsc, oneshot};
 
 /// Datagrams read per loop turn before the effects are flushed (bounds latency under load).
 const RECV_BATCH_MAX: usize = 256;
+/// Datagrams taken per `recvmmsg` call.
+const RECV_SLOTS: usize = 32;
 /// Requests taken from the channel per loop turn.
 const REQUEST_BATCH_MAX: usize = 1_024;
 /// Partial fragmented messages held per process.
@@ -124,6 +127,11 @@ type TimerHeap<T> = BinaryHeap<Reverse<(u64, usize, u64, T)>>;
 /// Datagrams the fault shim holds back: (release time, sequence, bytes, destination).
 type DelayedHeap = BinaryHeap<Reverse<(u64, u64, Vec<u8>, SocketAddr)>>;
 
+/// Which datagrams a message shares: those to the same process. When the fault shim has
+/// network faults, also the same sending and receiving node, so that a datagram's fate (a
+/// partition between two nodes, say) concerns one link, as in the simulator.
+type PackerKey = (SocketAddr, Option<(u32, u32)>);
+
 /// Everything one process runs.
 pub struct Host<P: Protocol> {
     topology: Arc<Topology>,
@@ -138,7 +146,13 @@ pub struct Host<P: Protocol> {
     inbox: VecDeque<(usize, Input<P>)>,
     timer_heap: TimerHeap<P::Timer>,
     timer_generation: u64,
-    packers: BTreeMap<(u32, u32), Packer>,
+    packers: BTreeMap<PackerKey, Packer>,
+    /// Per-link packing (see [`PackerKey`]).
+    packing_per_link: bool,
+    sender: Sender,
+    receiver: Receiver,
+    /// Reused buffer for encoding one message.
+    encoded: Vec<u8>,
     datagram_max: usize,
     message_len_max: usize,
     next_message_number: u64,
@@ -149,6 +163,10 @@ pub struct Host<P: Protocol> {
     paused_until_ns: u64,
     requests: VecDeque<Request>,
     free_clients: Vec<usize>,
+    /// Outstanding operations by number, so by deadline too (every operation gets the same
+    /// timeout from a monotonic start): the first is the next to expire. Bounded by the client
+    /// nodes, which take one operation each.
+    outstanding: BTreeMap<u64, usize>,
     next_op: u64,
     op_timeout_ns: u64,
     queue_max: usize,
@@ -231,6 +249,7 @@ impl<P: Protocol> Host<P> {
             (0..locals.len()).rev().filter(|&i| topology.node(locals[i].id).role == Role::Client).collect();
         let datagram_max = cluster.runtime.datagram_max.clamp(1_024, wire::DATAGRAM_MAX);
         let start_ns = monotonic_ns();
+        let shim = FaultShim::new(&cluster.faults, cluster.runtime.seed ^ (entry as u64) << 17);
         let mut host = Host {
             cluster_hash: cluster.cluster_hash(),
             boot,
@@ -244,6 +263,10 @@ impl<P: Protocol> Host<P> {
             timer_heap: BinaryHeap::new(),
             timer_generation: 0,
             packers: BTreeMap::new(),
+            packing_per_link: shim.has_network_faults(),
+            sender: Sender::default(),
+            receiver: Receiver::new(RECV_SLOTS),
+            encoded: Vec::new(),
             datagram_max,
             message_len_max: wire::message_len_max(datagram_max),
             next_message_number: 0,
@@ -252,12 +275,13 @@ impl<P: Protocol> Host<P> {
                 wire::message_len_max(datagram_max),
                 REASSEMBLY_EXPIRY_NS,
             ),
-            shim: FaultShim::new(&cluster.faults, cluster.runtime.seed ^ (entry as u64) << 17),
+            shim,
             delayed: BinaryHeap::new(),
             start_ns,
             paused_until_ns: 0,
             requests: VecDeque::new(),
             free_clients,
+            outstanding: BTreeMap::new(),
             next_op: 0,
             op_timeout_ns: cluster.runtime.op_timeout_ns.max(1_000_000),
             queue_max: cluster.runtime.gateway_queue_max.max(1),
@@ -287,17 +311,16 @@ impl<P: Protocol> Host<P> {
     /// Runs until `requests` closes (when given) or forever.
     pub async fn run(mut self, mut requests: Option<mpsc::Receiver<Request>>) -> Result<(), HostError> {
         let mut timer = PreciseTimer::new().map_err(io("timerfd"))?;
-        let mut buffer = vec![0u8; wire::DATAGRAM_MAX + 1];
         let mut requests_open = requests.is_some();
         loop {
             let now = monotonic_ns();
             let wake = self.next_wake(now);
-            timer.arm(wake).map_err(io("arm timer"))?;
+            timer.arm_no_later_than(wake).map_err(io("arm timer"))?;
             let paused = self.paused_until_ns > now.saturating_sub(self.start_ns);
             tokio::select! {
                 readable = self.socket.readable(), if !paused => {
                     readable.map_err(io("UDP readable"))?;
-                    self.receive(&mut buffer);
+                    self.receive();
                 }
                 fired = timer.wait() => fired.map_err(io("timer"))?,
                 request = async { requests.as_mut().expect("open").recv().await }, if requests_open => {
@@ -351,7 +374,8 @@ impl<P: Protocol> Host<P> {
     fn next_wake(&self, now: u64) -> Option<u64> {
         let timers = self.timer_heap.peek().map(|Reverse((at, ..))| *at);
         let delayed = self.delayed.peek().map(|Reverse((at, ..))| *at);
-        let operations = self.locals.iter().filter_map(|l| l.busy.as_ref().map(|b| b.deadline_ns)).min();
+        let operations =
+            self.outstanding.first_key_value().and_then(|(_, &i)| self.locals[i].busy.as_ref()).map(|b| b.deadline_ns);
         let metrics = Some(self.metrics_due_ns.max(now + 1));
         let pause = (self.paused_until_ns > 0).then_some(self.start_ns + self.paused_until_ns);
         [timers, delayed, operations, metrics, pause].into_iter().flatten().min()
@@ -379,57 +403,59 @@ impl<P: Protocol> Host<P> {
 
     // ---- inputs ------------------------------------------------------------------------
 
-    fn receive(&mut self, buffer: &mut [u8]) {
-        for _ in 0..RECV_BATCH_MAX {
-            let (len, source) = match self.socket.try_recv_from(buffer) {
-                Ok(received) => received,
+    fn receive(&mut self) {
+        use std::os::fd::AsRawFd;
+        let fd = self.socket.as_raw_fd();
+        let slots = self.receiver.slots();
+        let mut taken = 0;
+        while taken < RECV_BATCH_MAX {
+            let receiver = &mut self.receiver;
+            // A call that fills fewer slots than it has found the queue empty: report WouldBlock
+            // to tokio then, so it clears the socket's readiness without one more, failing, call.
+            // Datagrams arriving later raise a new readiness event (epoll is edge-triggered here),
+            // so none is missed.
+            let mut count = 0;
+            let result = self.socket.try_io(tokio::io::Interest::READABLE, || {
+                count = receiver.receive(fd)?;
+                if count < slots { Err(std::io::ErrorKind::WouldBlock.into()) } else { Ok(()) }
+            });
+            for index in 0..count {
+                let Some(datagram) = self.receiver.get(index) else { break };
+                self.transport.datagrams_received += 1;
+                self.transport.bytes_received += datagram.bytes.len() as u64;
+                if datagram.truncated {
+                    *self.transport.dropped.entry("datagram_truncated").or_default() += 1;
+                    continue;
+                }
+                let Some(source) = datagram.source else {
+                    *self.transport.dropped.entry("unknown_sender").or_default() += 1;
+                    continue;
+                };
+                // The receiver's buffer is borrowed while its datagram is decoded, so decoding
+                // borrows the fields it needs, not the whole host.
+                on_datagram(
+                    &mut Decoding {
+                        cluster_hash: self.cluster_hash,
+                        addr_of: &self.addr_of,
+                        local_of: &self.local_of,
+                        reassembly: &mut self.reassembly,
+                        transport: &mut self.transport,
+                        inbox: &mut self.inbox,
+                    },
+                    datagram.bytes,
+                    source,
+                );
+            }
+            taken += count;
+            self.transport.receive_calls += u64::from(count > 0);
+            self.drain_inbox();
+            match result {
+                Ok(()) => {}
                 Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => return,
                 Err(_) => {
                     self.transport.receive_errors += 1;
                     return;
                 }
-            };
-            self.transport.datagrams_received += 1;
-            self.transport.bytes_received += len as u64;
-            self.on_datagram(&buffer[..len], source);
-            self.drain_inbox();
-        }
-    }
-
-    fn on_datagram(&mut self, datagram: &[u8], source: SocketAddr) {
-        let (header, frames) = match wire::decode(datagram, self.cluster_hash) {
-            Ok(decoded) => decoded,
-            Err(error) => {
-                *self.transport.dropped.entry(wire_reason(error)).or_default() += 1;
-                return;
-            }
-        };
-        let from = header.from as usize;
-        if from >= self.addr_of.len() || self.addr_of[from] != source {
-            *self.transport.dropped.entry("unknown_sender").or_default() += 1;
-            return;
-        }
-        let Some(Some(local)) = self.local_of.get(header.to as usize).copied() else {
-            *self.transport.dropped.entry("not_hosted_here").or_default() += 1;
-            return;
-        };
-        for frame in frames {
-            let whole = match frame {
-                Frame::Whole(bytes) => postcard::from_bytes::<P::Message>(bytes),
-                Frame::Fragment { message, index, count, bytes } => {
-                    let now = monotonic_ns();
-                    match self.reassembly.add(now, &header, message, index, count, bytes) {
-                        Some(whole) => postcard::from_bytes::<P::Message>(&whole),
-                        None => continue,
-                    }
-                }
-            };
-            match whole {
-                Ok(message) => {
-                    self.transport.messages_received += 1;
-                    self.inbox.push_back((local, Input::Message(NodeId(header.from), message)));
-                }
-                Err(_) => *self.transport.dropped.entry("undecodable_message").or_default() += 1,
             }
         }
     }
@@ -497,6 +523,7 @@ impl<P: Protocol> Host<P> {
             }
             let op = self.next_op;
             self.next_op += 1;
+            self.outstanding.insert(op, index);
             self.locals[index].busy =
                 Some(Busy { op, deadline_ns: now + self.op_timeout_ns, started_ns: now, reply: request.reply });
             self.run_handler(index, Some(Input::Submit(Submission { op, command: request.command })));
@@ -504,9 +531,14 @@ impl<P: Protocol> Host<P> {
     }
 
     fn expire_operations(&mut self, now: u64) {
-        for index in 0..self.locals.len() {
-            if self.locals[index].busy.as_ref().is_some_and(|b| b.deadline_ns <= now) {
-                let busy = self.locals[index].busy.take().expect("checked");
+        while let Some((&op, &index)) = self.outstanding.first_key_value() {
+            let current = self.locals[index].busy.as_ref().is_some_and(|b| b.op == op);
+            debug_assert!(current, "outstanding operations are their client's current one");
+            if current && self.locals[index].busy.as_ref().is_some_and(|b| b.deadline_ns > now) {
+                break;
+            }
+            self.outstanding.remove(&op);
+            if let Some(busy) = self.locals[index].busy.take_if(|b| b.op == op) {
                 let _ = busy.reply.send(Outcome::Timeout);
                 self.transport.operations_timed_out += 1;
                 self.free_clients.push(index);
@@ -540,14 +572,15 @@ impl<P: Protocol> Host<P> {
     fn apply(&mut self, index: usize, effect: Effect<P>) {
         let id = self.locals[index].id;
         match effect {
-            Effect::Send { to, message, after } => self.send_or_hold(index, vec![to], message, after.map(|t| t.0)),
+            Effect::Send { to, message, after } => self.send_or_hold(index, &[to], None, message, after.map(|t| t.0)),
+            // A multicast skips its sender (as in the simulator); a plain send to itself does not.
             Effect::Multicast { to, message, after } => {
-                let targets: Vec<NodeId> = to.iter().copied().filter(|&t| t != id).collect();
-                self.send_or_hold(index, targets, message, after.map(|t| t.0));
+                self.send_or_hold(index, &to, Some(id), message, after.map(|t| t.0))
             }
             Effect::Complete { op, result } => {
                 let local = &mut self.locals[index];
                 if let Some(busy) = local.busy.take_if(|b| b.op == op) {
+                    self.outstanding.remove(&op);
                     let now = monotonic_ns();
                     let _ = self.latency.record((now - busy.started_ns) / 1_000);
                     let _ = busy.reply.send(Outcome::Done(result));
@@ -589,85 +622,125 @@ impl<P: Protocol> Host<P> {
         self.timer_heap.push(Reverse((at, index, generation, timer)));
     }
 
-    fn send_or_hold(&mut self, index: usize, to: Vec<NodeId>, message: P::Message, after: Option<u64>) {
+    fn send_or_hold(
+        &mut self,
+        index: usize,
+        to: &[NodeId],
+        skip: Option<NodeId>,
+        message: P::Message,
+        after: Option<u64>,
+    ) {
         let local = &mut self.locals[index];
         if let Some(ticket) = after.filter(|&t| t >= local.storage.durable()) {
+            let to = to.iter().copied().filter(|&t| Some(t) != skip).collect();
             local.held.push(HeldSend { ticket, to, message });
             return;
         }
         let from = local.id;
-        self.transmit(from, &to, message);
+        self.transmit(from, to, skip, message);
     }
 
-    fn transmit(&mut self, from: NodeId, to: &[NodeId], message: P::Message) {
-        let mut encoded: Option<Vec<u8>> = None;
-        for &target in to {
+    /// Sends `message` to every node of `to` but `skip`: packed for the network, or queued for
+    /// a node of this process (no encoding then).
+    fn transmit(&mut self, from: NodeId, to: &[NodeId], skip: Option<NodeId>, message: P::Message) {
+        let mut encoded = false;
+        for &target in to.iter().filter(|&&t| Some(t) != skip) {
             self.transport.messages_sent += 1;
             if let Some(Some(local)) = self.local_of.get(target.index()).copied() {
                 self.inbox.push_back((local, Input::Message(from, message.clone())));
                 continue;
             }
-            if target.index() >= self.addr_of.len() {
+            let Some(&address) = self.addr_of.get(target.index()) else {
                 *self.transport.dropped.entry("send_to_unknown_node").or_default() += 1;
                 continue;
+            };
+            if !encoded {
+                // Encoded once per message, whatever the number of targets, into a reused buffer.
+                self.encoded.clear();
+                let buffer = std::mem::take(&mut self.encoded);
+                self.encoded = postcard::to_extend(&message, buffer).expect("messages serialize");
+                encoded = true;
             }
-            let bytes = encoded.get_or_insert_with(|| postcard::to_allocvec(&message).expect("messages serialize"));
-            if bytes.len() > self.message_len_max {
+            if self.encoded.len() > self.message_len_max {
                 *self.transport.dropped.entry("message_too_large").or_default() += 1;
                 continue;
             }
-            let header = Header { cluster: self.cluster_hash, boot: self.boot, from: from.0, to: target.0 };
+            let header = Header { cluster: self.cluster_hash, boot: self.boot };
             let datagram_max = self.datagram_max;
-            let packer = self.packers.entry((from.0, target.0)).or_insert_with(|| Packer::new(header, datagram_max));
-            packer.push(bytes, self.next_message_number);
+            let link = self.packing_per_link.then_some((from.0, target.0));
+            let packer = self.packers.entry((address, link)).or_insert_with(|| Packer::new(header, datagram_max));
+            packer.push(from.0, target.0, &self.encoded, self.next_message_number);
             self.next_message_number += 1;
         }
     }
 
-    /// Sends every packed datagram (through the fault shim).
+    /// Sends every packed datagram, all in one `sendmmsg` call when the kernel takes them.
+    /// With network faults, each datagram first goes through the fault shim.
     fn flush(&mut self) {
+        use std::os::fd::AsRawFd;
+        let fd = self.socket.as_raw_fd();
+        let mut any = false;
+        for packer in self.packers.values_mut() {
+            packer.finish();
+            any |= !packer.is_empty();
+        }
+        if !any {
+            return;
+        }
+        let sent = if self.packing_per_link {
+            self.flush_through_shim(fd)
+        } else {
+            self.sender
+                .send(fd, self.packers.iter().flat_map(|(&(address, _), p)| p.datagrams().map(move |d| (d, address))))
+        };
+        self.count_sent(sent);
+        for packer in self.packers.values_mut() {
+            packer.clear();
+        }
+    }
+
+    fn flush_through_shim(&mut self, fd: std::os::fd::RawFd) -> Sent {
         let now = monotonic_ns();
         let elapsed = now - self.start_ns;
-        let mut packers = std::mem::take(&mut self.packers);
-        for (&(from, to), packer) in packers.iter_mut() {
-            packer.finish();
-            let address = self.addr_of[to as usize];
-            for datagram in packer.ready.drain(..) {
-                match self.shim.decide(elapsed, from, to) {
-                    Verdict::Drop => {}
-                    Verdict::Send { copies, delay_ns } => {
-                        for _ in 0..copies {
-                            if delay_ns > 0 {
-                                let sequence = self.next_message_number;
-                                self.next_message_number += 1;
-                                self.delayed.push(Reverse((now + delay_ns, sequence, datagram.clone(), address)));
-                            } else {
-                                self.send_datagram(&datagram, address);
-                            }
-                        }
+        let mut now_out: Vec<(&[u8], SocketAddr)> = Vec::new();
+        for (&(address, link), packer) in &self.packers {
+            let (from, to) = link.expect("per-link packing names the link");
+            for datagram in packer.datagrams() {
+                let Verdict::Send { copies, delay_ns } = self.shim.decide(elapsed, from, to) else { continue };
+                for _ in 0..copies {
+                    if delay_ns > 0 {
+                        let sequence = self.next_message_number;
+                        self.next_message_number += 1;
+                        self.delayed.push(Reverse((now + delay_ns, sequence, datagram.to_vec(), address)));
+                    } else {
+                        now_out.push((datagram, address));
                     }
                 }
             }
         }
-        packers.clear();
-        self.packers = packers;
+        self.sender.send(fd, now_out)
     }
 
     fn release_delayed(&mut self, now: u64) {
+        use std::os::fd::AsRawFd;
+        let mut due = Vec::new();
         while self.delayed.peek().is_some_and(|Reverse((at, ..))| *at <= now) {
             let Reverse((_, _, datagram, address)) = self.delayed.pop().expect("peeked");
-            self.send_datagram(&datagram, address);
+            due.push((datagram, address));
+        }
+        if !due.is_empty() {
+            let sent = self.sender.send(self.socket.as_raw_fd(), due.iter().map(|(d, a)| (&d[..], *a)));
+            self.count_sent(sent);
         }
     }
 
-    fn send_datagram(&mut self, datagram: &[u8], address: SocketAddr) {
-        match self.socket.try_send_to(datagram, address) {
-            Ok(_) => {
-                self.transport.datagrams_sent += 1;
-                self.transport.bytes_sent += datagram.len() as u64;
-            }
+    fn count_sent(&mut self, sent: Sent) {
+        self.transport.datagrams_sent += sent.datagrams;
+        self.transport.bytes_sent += sent.bytes;
+        self.transport.send_calls += sent.calls;
+        if sent.failed > 0 {
             // UDP may lose datagrams anyway; a full socket buffer is one more way.
-            Err(_) => *self.transport.dropped.entry("send_failed").or_default() += 1,
+            *self.transport.dropped.entry("send_failed").or_default() += sent.failed;
         }
     }
 
@@ -685,7 +758,7 @@ impl<P: Protocol> Host<P> {
             local.held = waiting;
             let from = local.id;
             for held in ready {
-                self.transmit(from, &held.to, held.message);
+                self.transmit(from, &held.to, None, held.message);
             }
         }
         self.drain_inbox();
@@ -749,6 +822,56 @@ impl<P: Protocol> Host<P> {
     /// True when this host runs a gateway's client nodes.
     pub fn is_gateway(cluster: &ClusterFile, entry: usize) -> bool {
         cluster.nodes[entry].role == FileRole::Gateway
+    }
+}
+
+/// The fields of the host that decoding a datagram touches.
+struct Decoding<'a, P: Protocol> {
+    cluster_hash: u64,
+    addr_of: &'a [SocketAddr],
+    local_of: &'a [Option<usize>],
+    reassembly: &'a mut Reassembly,
+    transport: &'a mut Transport,
+    inbox: &'a mut VecDeque<(usize, Input<P>)>,
+}
+
+/// Checks a datagram and queues its messages for their nodes. Each frame is checked on its own:
+/// its sender must live at the datagram's source address, and its receiver here.
+fn on_datagram<P: Protocol>(decoding: &mut Decoding<'_, P>, datagram: &[u8], source: SocketAddr) {
+    let (header, frames) = match wire::decode(datagram, decoding.cluster_hash) {
+        Ok(decoded) => decoded,
+        Err(error) => {
+            *decoding.transport.dropped.entry(wire_reason(error)).or_default() += 1;
+            return;
+        }
+    };
+    for frame in frames {
+        let from = frame.from as usize;
+        if decoding.addr_of.get(from) != Some(&source) {
+            *decoding.transport.dropped.entry("unknown_sender").or_default() += 1;
+            continue;
+        }
+        let Some(Some(local)) = decoding.local_of.get(frame.to as usize).copied() else {
+            *decoding.transport.dropped.entry("not_hosted_here").or_default() += 1;
+            continue;
+        };
+        let whole = match frame.body {
+            Body::Whole(bytes) => postcard::from_bytes::<P::Message>(bytes),
+            Body::Fragment { message, index, count, bytes } => {
+                let now = monotonic_ns();
+                match decoding.reassembly.add(now, frame.from, header.boot, message, index, count, bytes) {
+                    Some(whole) => postcard::from_bytes::<P::Message>(&whole),
+                    None => continue,
+                }
+            }
+        };
+        match whole {
+            Ok(message) => {
+                decoding.transport.messages_received += 1;
+                decoding.inbox.push_back((local, Input::Message(NodeId(frame.from), message)));
+            }
+            Err(_) => *decoding.transport.dropped.entry("undecodable_message").or_default() += 1,
+        }
     }
 }
 

@@ -2,6 +2,7 @@
 //! over UDP, with real timers, clocks and files, a Redis (RESP2) gateway and Prometheus metrics.
 //!
 //! - [`wire`]: versioned datagram format with a checksum, batching and fragmentation.
+//! - [`udp`]: batched UDP I/O (`recvmmsg`, `sendmmsg`).
 //! - [`config`]: the cluster file (every node, role and address) and the topology built from it.
 //! - [`clock`]: the system clock with an injected offset and drift.
 //! - [`timer`]: `timerfd`-based timers precise to tens of microseconds.
@@ -25,6 +26,7 @@ pub mod node;
 pub mod resp;
 pub mod storage;
 pub mod timer;
+pub mod udp;
 pub mod wire;
 
 pub use config::ClusterFile;

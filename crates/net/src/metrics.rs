@@ -29,6 +29,10 @@ pub struct Transport {
     pub messages_sent: u64,
     /// Protocol messages received from the network.
     pub messages_received: u64,
+    /// `sendmmsg` calls (several datagrams each when a loop turn has several).
+    pub send_calls: u64,
+    /// `recvmmsg` calls that returned datagrams.
+    pub receive_calls: u64,
     /// Socket receive errors.
     pub receive_errors: u64,
     /// Datagrams or messages dropped, by reason.
@@ -163,6 +167,8 @@ impl Metrics {
         for (name, help, value) in [
             ("datagrams_sent_total", "UDP datagrams sent.", t.datagrams_sent as f64),
             ("datagrams_received_total", "UDP datagrams received.", t.datagrams_received as f64),
+            ("send_calls_total", "sendmmsg system calls.", t.send_calls as f64),
+            ("receive_calls_total", "recvmmsg system calls that returned datagrams.", t.receive_calls as f64),
             ("bytes_sent_total", "UDP bytes sent.", t.bytes_sent as f64),
             ("bytes_received_total", "UDP bytes received.", t.bytes_received as f64),
             ("messages_sent_total", "Protocol messages sent.", t.messages_sent as f64),

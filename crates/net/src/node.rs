@@ -12,6 +12,9 @@ use tokio::sync::mpsc;
 /// Runs the node `name` of `cluster` until a signal stops it.
 pub fn run<P: Protocol>(cluster: &ClusterFile, name: &str) -> Result<(), HostError> {
     let entry = cluster.entry(name)?;
+    if let Some(host) = &cluster.nodes[entry].host {
+        return Err(crate::config::ConfigError::Invalid(format!("node `{name}` runs inside `{host}`'s process")).into());
+    }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -67,6 +67,19 @@ impl PreciseTimer {
         Ok(())
     }
 
+    /// Makes sure the timer fires no later than `deadline_ns` (None: no deadline needed). Unlike
+    /// [`arm`](Self::arm), it leaves an earlier armed deadline in place. The host loop re-checks
+    /// everything when it wakes and then arms its next deadline, so a wake-up that came too early
+    /// costs one loop turn; re-arming every turn instead costs a `timerfd_settime` each turn, and
+    /// the next deadline mostly moves later (timers pushed back, operations completing).
+    pub fn arm_no_later_than(&mut self, deadline_ns: Option<u64>) -> io::Result<()> {
+        match (self.armed_ns, deadline_ns) {
+            (Some(armed), Some(deadline)) if armed <= deadline => Ok(()),
+            (Some(_), None) => Ok(()),
+            _ => self.arm(deadline_ns),
+        }
+    }
+
     /// Waits until the armed deadline passes (forever when disarmed).
     pub async fn wait(&mut self) -> io::Result<()> {
         loop {
