@@ -3,9 +3,10 @@
 //! clocks get worse (App. D).
 //!
 //! Table 1: protocol × replicas × offered load (open loop) → throughput, p50, p99, fast-path
-//! ratio; then each protocol's saturation throughput and Nezha's ratio to it. Multi-Paxos runs
-//! twice: with ordo's batching (its default) and with one request per `Prepare` (the leader
-//! load `2(2f+1)` of the paper's baseline, Tab. 1).
+//! ratio; then each protocol's saturation throughput and Nezha's ratio to it. Nezha runs with 8
+//! proxies batching requests (its default), with 8 proxies sending each request alone, with the
+//! quorum check at the leader (the paper's No-QC-Offloading ablation), and without proxies. Multi-Paxos runs twice: with ordo's batching (its default) and with one
+//! request per `Prepare` (the leader load `2(2f+1)` of the paper's baseline, Tab. 1).
 //! Table 2: Nezha with clock error bounds of 1 µs … 1 ms (every clock reading off by up to the
 //! bound), with linearizability and agreement checked.
 //! Run: `cargo bench -p ordo-sim --bench nezha_vs_multipaxos` (ORDO_QUICK=1 for fewer points).
@@ -31,8 +32,10 @@ struct Variant {
     options: &'static str,
 }
 
-const VARIANTS: [Variant; 4] = [
+const VARIANTS: [Variant; 6] = [
     Variant { label: "nezha", protocol: "nezha", options: "proxies = 8" },
+    Variant { label: "nezha-nobatch", protocol: "nezha", options: "proxies = 8\nproxy_batch_window_ns = 0" },
+    Variant { label: "nezha-leaderqc", protocol: "nezha", options: "proxies = 8\nquorum_check_at_leader = true" },
     Variant { label: "nezha-noproxy", protocol: "nezha", options: "proxies = 0" },
     Variant { label: "multipaxos", protocol: "multipaxos", options: "" },
     Variant { label: "multipaxos-b1", protocol: "multipaxos", options: "batch_max = 1" },
@@ -61,7 +64,7 @@ fn main() {
     let loads: &[f64] = if quick {
         &[50_000.0, 150_000.0, 300_000.0]
     } else {
-        &[25_000.0, 50_000.0, 100_000.0, 150_000.0, 200_000.0, 300_000.0, 400_000.0]
+        &[25_000.0, 50_000.0, 100_000.0, 150_000.0, 200_000.0, 300_000.0, 400_000.0, 600_000.0, 800_000.0]
     };
     println!("Table 1: open loop, {CLIENTS} clients, uniform keys, LAN, CPU cost model (same for both)");
     println!(
@@ -96,36 +99,36 @@ fn main() {
         }
     }
     println!();
-    println!("Saturation throughput (best over offered loads) and Nezha's ratio to Multi-Paxos");
-    println!(
-        "{:>8} {:>10} {:>14} {:>11} {:>14} {:>8} {:>9} {:>11} {:>12}",
-        "replicas",
-        "nezha",
-        "nezha-noproxy",
-        "multipaxos",
-        "multipaxos-b1",
-        "× mp",
-        "× mp-b1",
-        "noproxy×mp",
-        "noproxy×b1"
-    );
+    println!("Saturation throughput (best over offered loads)");
+    print!("{:>8}", "replicas");
+    for variant in &VARIANTS {
+        print!(" {:>14}", variant.label);
+    }
+    println!();
     for replicas in [3, 5, 9] {
-        let nezha = saturation[&(replicas, "nezha")];
-        let direct = saturation[&(replicas, "nezha-noproxy")];
-        let batched = saturation[&(replicas, "multipaxos")];
-        let single = saturation[&(replicas, "multipaxos-b1")];
-        println!(
-            "{:>8} {:>10.0} {:>14.0} {:>11.0} {:>14.0} {:>8.2} {:>9.2} {:>11.2} {:>12.2}",
-            replicas,
-            nezha,
-            direct,
-            batched,
-            single,
-            nezha / batched,
-            nezha / single,
-            direct / batched,
-            direct / single
-        );
+        print!("{replicas:>8}");
+        for variant in &VARIANTS {
+            print!(" {:>14.0}", saturation[&(replicas, variant.label)]);
+        }
+        println!();
+    }
+    println!();
+    println!("Ratios of saturation throughput");
+    let pairs = [
+        ("nezha", "multipaxos"),
+        ("nezha", "multipaxos-b1"),
+        ("nezha-nobatch", "multipaxos"),
+        ("nezha-nobatch", "multipaxos-b1"),
+        ("nezha-leaderqc", "nezha"),
+        ("nezha-noproxy", "multipaxos"),
+        ("nezha-noproxy", "multipaxos-b1"),
+    ];
+    for (mine, other) in pairs {
+        let ratios: Vec<String> = [3, 5, 9]
+            .iter()
+            .map(|&n| format!("n={n}: {:.2}", saturation[&(n, mine)] / saturation[&(n, other)]))
+            .collect();
+        println!("  {mine:>14} / {other:<14} {}", ratios.join("  "));
     }
     println!();
     println!("Median latency (p50 ms) at loads both sustain (achieved ≥ 95% of offered)");

@@ -42,34 +42,48 @@ fn deterministic_part(report: &SimReport) -> serde_json::Value {
 fn same_seed_same_summary() {
     // Goal: a run is a function of its seed. Method: run every protocol twice with the same
     // seed and random faults and compare the JSON summaries (all but the wall-clock fields).
+    // Every protocol is checked before the test fails, listing each one that failed and why.
+    let mut failures = Vec::new();
     for info in protocols().iter().filter(|p| !p.canary) {
         let first = with_protocol(info.name, Run(fault_config(42))).unwrap().0;
         let second = with_protocol(info.name, Run(fault_config(42))).unwrap().0;
-        assert!(first.committed > 0, "{}: nothing committed", info.name);
-        assert_eq!(deterministic_part(&first), deterministic_part(&second), "{} is not deterministic", info.name);
+        if first.committed == 0 {
+            failures.push(format!("{}: nothing committed", info.name));
+        }
+        if deterministic_part(&first) != deterministic_part(&second) {
+            failures.push(format!("{} is not deterministic: seed 42 gave two different summaries", info.name));
+        }
         let other = with_protocol(info.name, Run(fault_config(43))).unwrap().0;
-        assert_ne!(deterministic_part(&first), deterministic_part(&other), "{}: the seed changes nothing", info.name);
+        if deterministic_part(&first) == deterministic_part(&other) {
+            failures.push(format!("{}: the seed changes nothing (seeds 42 and 43 gave the same summary)", info.name));
+        }
     }
+    assert!(failures.is_empty(), "{} failure(s):\n{}", failures.len(), failures.join("\n"));
 }
 
 #[test]
 fn every_protocol_survives_random_faults() {
     // Goal: safety and progress under crashes, partitions, loss, duplication, reordering and
     // clock faults. Method: a seed campaign per protocol (ORDO_TEST_SEEDS, default 24; CI runs
-    // 200 more through the CLI); every violation fails with its replay command; the protocol's
-    // coverage goals (view change, state transfer...) must each be reached at least once.
+    // 200 more through the CLI); the protocol's coverage goals (view change, state transfer...)
+    // must each be reached at least once. Every protocol runs every seed before the test fails
+    // with the list of all failing protocols and seeds, each violation with its replay command.
     let seeds = seeds_from_env(24);
+    let mut failures = Vec::new();
+    let mut failing_seeds = Vec::new();
     for info in protocols().iter().filter(|p| !p.canary) {
         let mut reached: BTreeMap<String, u64> = BTreeMap::new();
         let mut goals: &[&str] = &[];
+        let mut failed = Vec::new();
         for seed in 1..=seeds {
             let (report, protocol_goals) = with_protocol(info.name, Run(fault_config(seed))).unwrap();
             goals = protocol_goals;
             if let Some(violation) = report.violation() {
-                panic!(
-                    "{} seed {seed}: {violation}\nreplay: ordo sim --protocol {} --seed {seed} --faults random --duration 1s --clients 6",
+                failed.push(seed);
+                failures.push(format!(
+                    "{} seed {seed}: {violation}\n  replay: ordo sim --protocol {} --seed {seed} --faults random --duration 1s --clients 6",
                     info.name, info.name
-                );
+                ));
             }
             for node in &report.nodes {
                 for (event, count) in &node.events {
@@ -77,28 +91,39 @@ fn every_protocol_survives_random_faults() {
                 }
             }
         }
-        for goal in goals {
-            assert!(
-                reached.contains_key(*goal),
-                "{}: {seeds} seeds never reached `{goal}` (reached: {reached:?})",
-                info.name
-            );
+        if !failed.is_empty() {
+            failing_seeds.push(format!("{} seeds {failed:?}", info.name));
+        }
+        for goal in goals.iter().filter(|goal| !reached.contains_key(**goal)) {
+            failures.push(format!("{}: {seeds} seeds never reached `{goal}` (reached: {reached:?})", info.name));
         }
     }
+    assert!(
+        failures.is_empty(),
+        "{} failure(s); failing seeds: {}\n{}",
+        failures.len(),
+        if failing_seeds.is_empty() { "none".to_string() } else { failing_seeds.join(", ") },
+        failures.join("\n")
+    );
 }
 
 #[test]
 fn canaries_are_caught_within_100_seeds() {
     // Goal: the harness can fail. Method: every deliberately broken variant in the registry
-    // must produce a violation within 100 seeds of the same campaign.
+    // must produce a violation within 100 seeds of the same campaign; every canary is tried
+    // before the test fails, naming each one that survived.
     let canaries: Vec<_> = protocols().into_iter().filter(|p| p.canary).collect();
     assert!(!canaries.is_empty(), "the registry has no canary: the fuzz harness is unproven");
+    let mut survivors = Vec::new();
     for info in canaries {
         let caught = (1..=100).find_map(|seed| {
             let report = with_protocol(info.name, Run(fault_config(seed))).unwrap().0;
             report.violation().map(|violation| (seed, violation))
         });
-        let (seed, violation) = caught.unwrap_or_else(|| panic!("canary {} survived 100 seeds", info.name));
-        eprintln!("canary {} caught at seed {seed}: {violation}", info.name);
+        match caught {
+            Some((seed, violation)) => eprintln!("canary {} caught at seed {seed}: {violation}", info.name),
+            None => survivors.push(info.name),
+        }
     }
+    assert!(survivors.is_empty(), "canaries that survived 100 seeds: {}", survivors.join(", "));
 }

@@ -3,7 +3,7 @@
 //! quorum check (the paper's Non-Proxy mode, §5.1).
 
 use super::messages::Message;
-use super::proxy::{Sender, commit_result};
+use super::proxy::{Batching, Sender, commit_result};
 use super::{Flaw, Nezha, Timer};
 use ordo_core::{
     ClientId, ClockReading, Command, Node, NodeContext, NodeId, NodeStats, Outbox, RequestId, Role, Submission,
@@ -37,7 +37,7 @@ impl Client {
     pub(crate) fn new(context: NodeContext<Nezha>, flaw: Flaw) -> Self {
         let proxies: Vec<NodeId> =
             if context.config.proxies == 0 { Vec::new() } else { context.topology.with_role(Role::Proxy).collect() };
-        let sender = proxies.is_empty().then(|| Sender::new(&context, flaw));
+        let sender = proxies.is_empty().then(|| Sender::new(&context, flaw, Batching::NONE));
         let proxy_turn = if proxies.is_empty() { 0 } else { context.id.index() % proxies.len() };
         Client {
             me: context.id,
@@ -108,16 +108,23 @@ impl Node<Nezha> for Client {
                 }
                 self.complete(id, result, out);
             }
-            Message::FastReply { view, id, hash, result, owd_ns } => {
+            Message::FastReplies { view, replies, owd_ns, .. } => {
                 let Some(sender) = &mut self.sender else {
                     self.stats.drop_input("fast-reply to a client that uses proxies");
                     return;
                 };
-                if let Some((_, commit)) = sender.on_fast_reply(from, view, id, hash, result, owd_ns, &mut self.stats) {
+                let mut committed = None;
+                for reply in replies {
+                    let id = reply.id;
+                    if let Some((_, commit)) = sender.on_fast_reply(from, view, reply, owd_ns, &mut self.stats) {
+                        committed = Some((id, commit));
+                    }
+                }
+                if let Some((id, commit)) = committed {
                     self.complete(id, commit_result(commit), out);
                 }
             }
-            Message::SlowReply { view, ids, owd_ns } => {
+            Message::SlowReply { view, ids, owd_ns, .. } => {
                 let Some(sender) = &mut self.sender else {
                     self.stats.drop_input("slow-reply to a client that uses proxies");
                     return;
@@ -125,6 +132,21 @@ impl Node<Nezha> for Client {
                 let mut committed = None;
                 for id in ids {
                     if let Some((_, commit)) = sender.on_slow_reply(from, view, id, owd_ns, &mut self.stats) {
+                        committed = Some((id, commit));
+                    }
+                }
+                if let Some((id, commit)) = committed {
+                    self.complete(id, commit_result(commit), out);
+                }
+            }
+            Message::Commits { view, commits, owd_ns } => {
+                let Some(sender) = &mut self.sender else {
+                    self.stats.drop_input("commit to a client that uses proxies");
+                    return;
+                };
+                let mut committed = None;
+                for (id, result, fast) in commits {
+                    if let Some((_, commit)) = sender.on_commit(from, view, id, result, fast, owd_ns, &mut self.stats) {
                         committed = Some((id, commit));
                     }
                 }

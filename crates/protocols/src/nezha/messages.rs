@@ -77,6 +77,17 @@ pub struct SyncEntry {
     pub body: Option<Entry>,
 }
 
+/// One fast-reply: a replica appended `id`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FastReply {
+    /// The request.
+    pub id: RequestId,
+    /// Per-key (or whole-log) hash folded with the crash-vector's hash.
+    pub hash: u64,
+    /// The execution result (leader only).
+    pub result: Option<CommandResult>,
+}
+
 /// Every message of Nezha.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Message {
@@ -94,12 +105,11 @@ pub enum Message {
         /// The leader's execution result.
         result: CommandResult,
     },
-    /// DOM sender → every replica: the request stamped with send time and latency bound.
-    Request {
-        /// The request.
-        id: RequestId,
-        /// What to execute.
-        command: Command,
+    /// DOM sender → every replica: requests stamped with one send time and latency bound (a
+    /// proxy batches the requests that reach it close together; each keeps its own id).
+    Requests {
+        /// The requests and what each executes.
+        requests: Vec<(RequestId, Command)>,
         /// The sender's clock when it sent (DOM's `s`).
         send_ns: u64,
         /// The latency bound (DOM's `l`); the deadline is `send_ns + bound_ns`.
@@ -107,17 +117,17 @@ pub enum Message {
         /// The sender clock's claimed error bound (its σ for the OWD estimate).
         sender_error_ns: u64,
     },
-    /// Replica → DOM sender: "I appended it", with the hash of what precedes it.
-    FastReply {
+    /// Replica → DOM sender: "I appended these", each with the hash of what precedes it (the
+    /// fast-replies of one handler to one sender, in one message).
+    FastReplies {
         /// The replica's view.
         view: u64,
-        /// The request.
-        id: RequestId,
-        /// Per-key (or whole-log) hash folded with the crash-vector's hash.
-        hash: u64,
-        /// The execution result (leader only).
-        result: Option<CommandResult>,
-        /// The replica's one-way-delay estimate for this sender (piggy-backed, paper §4).
+        /// The DOM sender that multicast these requests: the destination, or the sender the
+        /// leader answers for when it checks quorums (`quorum_check_at_leader`).
+        about: NodeId,
+        /// The replies.
+        replies: Vec<FastReply>,
+        /// The replica's one-way-delay estimate for that sender (piggy-backed, paper §4).
         owd_ns: u64,
     },
     /// Follower → DOM sender: "my log agrees with the leader's up to these requests" (the
@@ -125,9 +135,21 @@ pub enum Message {
     SlowReply {
         /// The follower's view.
         view: u64,
+        /// The DOM sender that multicast these requests (as in `FastReplies`).
+        about: NodeId,
         /// The requests.
         ids: Vec<RequestId>,
         /// The follower's one-way-delay estimate for this sender.
+        owd_ns: u64,
+    },
+    /// Leader → DOM sender, when the leader checks quorums (the paper's No-QC-Offloading
+    /// ablation, §7.5): these requests committed.
+    Commits {
+        /// The leader's view.
+        view: u64,
+        /// Each request, the leader's result, and whether it committed on the fast path.
+        commits: Vec<(RequestId, CommandResult, bool)>,
+        /// The largest one-way-delay estimate for the sender among the replicas that replied.
         owd_ns: u64,
     },
     /// Leader → followers: log positions `first ..` (batched), the commit point and the

@@ -26,8 +26,8 @@
 //! |---|---|---|
 //! | `ClientRequest` | client → proxy | execute a command |
 //! | `ClientReply` | proxy → client | the committed result |
-//! | `Request` | proxy (or client) → replicas | DOM multicast with send time and bound |
-//! | `FastReply` | replica → proxy | appended; hash; result (leader); OWD estimate |
+//! | `Requests` | proxy (or client) → replicas | DOM multicast of a batch with one send time and bound |
+//! | `FastReplies` | replica → proxy | appended (batched per sender); hash; result (leader); OWD estimate |
 //! | `SlowReply` | follower → proxy | synced with the leader up to this request |
 //! | `Sync` | leader → followers | log positions (ids and deadlines, bodies on resend), commit point, crash-vector; heartbeat |
 //! | `SyncAck` | follower → leader | sync-point (and "I lack the next body") |
@@ -56,6 +56,7 @@
 pub mod client;
 pub mod dom;
 pub mod hashes;
+pub mod leader_quorum;
 pub mod messages;
 pub mod proxy;
 pub mod quorum;
@@ -71,6 +72,8 @@ pub use canary::NezhaMajorityFastQuorum;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_ablations;
 
 use ordo_core::{Node, NodeContext, Protocol, Role};
 use serde::{Deserialize, Serialize};
@@ -109,6 +112,16 @@ pub struct Config {
     pub proxy_forget_ns: u64,
     /// Requests a sender counts replies for at once.
     pub proxy_inflight_max: usize,
+    /// Followers reply to the leader, which checks quorums and tells the sender what committed
+    /// (the paper's No-QC-Offloading ablation, §7.5); off, the sender checks them.
+    pub quorum_check_at_leader: bool,
+    /// Most requests a proxy puts in one DOM multicast.
+    pub proxy_batch_max: usize,
+    /// A busy proxy multicasts at most once per this window; requests arriving within it wait
+    /// for its end and go together (0: each request at once).
+    pub proxy_batch_window_ns: u64,
+    /// A proxy is busy, and batches, while more requests than this are in flight through it.
+    pub proxy_batch_above: usize,
     /// Requests an early-buffer holds; more are dropped (the client retries).
     pub early_buffer_max: usize,
     /// Requests a late-buffer holds; the oldest is evicted (it can be fetched again).
@@ -143,6 +156,10 @@ impl Default for Config {
             client_retry_ns: 10_000_000,
             proxy_forget_ns: 200_000_000,
             proxy_inflight_max: 100_000,
+            quorum_check_at_leader: false,
+            proxy_batch_max: 64,
+            proxy_batch_window_ns: 100_000,
+            proxy_batch_above: 2,
             early_buffer_max: 100_000,
             late_buffer_max: 10_000,
             unsynced_max: 10_000,
@@ -165,6 +182,7 @@ impl Config {
             ("client_retry_ns", self.client_retry_ns),
             ("proxy_forget_ns", self.proxy_forget_ns),
             ("proxy_inflight_max", self.proxy_inflight_max as u64),
+            ("proxy_batch_max", self.proxy_batch_max as u64),
             ("early_buffer_max", self.early_buffer_max as u64),
             ("late_buffer_max", self.late_buffer_max as u64),
             ("unsynced_max", self.unsynced_max as u64),
@@ -198,6 +216,8 @@ pub enum Timer {
     Announce,
     /// Periodic sender work: forget requests nobody resends.
     ProxyTick,
+    /// A sender's batch window closed: multicast the requests waiting.
+    ProxyFlush,
     /// A client's request went unanswered.
     ClientRetry,
 }

@@ -2,7 +2,7 @@
 //! it. A client without proxy embeds the same [`Sender`].
 
 use super::dom::LatencyBound;
-use super::messages::Message;
+use super::messages::{FastReply, Message};
 use super::quorum::{Commit, QuorumTracker};
 use super::{Config, Flaw, Nezha, Timer};
 use ordo_core::{
@@ -19,6 +19,24 @@ struct InFlight {
     age_ticks: u32,
 }
 
+/// How a sender groups requests into one DOM multicast.
+#[derive(Clone, Copy, Debug)]
+pub struct Batching {
+    /// Most requests in one `Requests` message.
+    pub max: usize,
+    /// At most one multicast per window: a request that arrives within `window_ns` of the
+    /// previous multicast waits for the window's end with the others (0: every request at once).
+    pub window_ns: u64,
+    /// Batching starts only while more requests than this are in flight: a lightly loaded
+    /// sender multicasts each request at once and pays no latency for batching.
+    pub above: usize,
+}
+
+impl Batching {
+    /// Every request in its own multicast (a client that is its own DOM sender).
+    pub const NONE: Batching = Batching { max: 1, window_ns: 0, above: 0 };
+}
+
 /// DOM-S plus the quorum check: stamps each request with send time and latency bound,
 /// multicasts it to every replica and counts the replies.
 pub struct Sender {
@@ -30,11 +48,18 @@ pub struct Sender {
     forget_ticks: u32,
     /// Followers (besides the leader) a fast commit needs.
     fast_followers: usize,
+    batching: Batching,
+    /// Requests waiting for the batch window to close.
+    pending: Vec<(RequestId, Command)>,
+    /// Local clock at the last multicast.
+    last_multicast_ns: Option<u64>,
+    /// A `ProxyFlush` timer is set.
+    flush_scheduled: bool,
 }
 
 impl Sender {
     /// A sender for the cluster of `context`.
-    pub(crate) fn new(context: &NodeContext<Nezha>, flaw: Flaw) -> Self {
+    pub(crate) fn new(context: &NodeContext<Nezha>, flaw: Flaw, batching: Batching) -> Self {
         let replicas = context.topology.replicas().clone();
         assert!(!replicas.is_empty(), "a cluster has replicas");
         let config = &context.config;
@@ -50,6 +75,10 @@ impl Sender {
                 Flaw::None => super::quorum::fast_quorum(context.topology.f) - 1,
                 Flaw::MajorityFastQuorum => context.topology.f,
             },
+            batching: Batching { max: batching.max.max(1), ..batching },
+            pending: Vec::new(),
+            last_multicast_ns: None,
+            flush_scheduled: false,
         }
     }
 
@@ -63,8 +92,9 @@ impl Sender {
         self.inflight.len()
     }
 
-    /// Multicasts a request stamped with the local clock. A resend of a request already in
-    /// flight keeps the replies counted so far (they are for the same request).
+    /// Multicasts a request stamped with the local clock, alone or with the others of its batch
+    /// window. A resend of a request already in flight keeps the replies counted so far (they
+    /// are for the same request).
     pub fn send(
         &mut self,
         now: ClockReading,
@@ -85,13 +115,33 @@ impl Sender {
         });
         flight.origin = origin;
         flight.age_ticks = 0;
-        let message = Message::Request {
-            id,
-            command,
+        self.pending.push((id, command));
+        let elapsed = self.last_multicast_ns.map_or(u64::MAX, |last| now.local_ns.saturating_sub(last));
+        let busy = self.inflight.len() > self.batching.above;
+        if !busy || self.pending.len() >= self.batching.max || elapsed >= self.batching.window_ns {
+            self.multicast(now, out);
+        } else if !self.flush_scheduled {
+            self.flush_scheduled = true;
+            out.set_timer(Timer::ProxyFlush, self.batching.window_ns - elapsed);
+        }
+    }
+
+    /// The batch window closed: multicasts what waits.
+    pub fn on_flush_timer(&mut self, now: ClockReading, out: &mut Outbox<Nezha>) {
+        self.flush_scheduled = false;
+        if !self.pending.is_empty() {
+            self.multicast(now, out);
+        }
+    }
+
+    fn multicast(&mut self, now: ClockReading, out: &mut Outbox<Nezha>) {
+        let message = Message::Requests {
+            requests: std::mem::take(&mut self.pending),
             send_ns: now.local_ns,
             bound_ns: self.bound.bound_ns(),
             sender_error_ns: now.error_bound_ns,
         };
+        self.last_multicast_ns = Some(now.local_ns);
         out.multicast(&self.replicas, message);
     }
 
@@ -104,17 +154,15 @@ impl Sender {
     }
 
     /// A fast-reply; returns the origin and commit once the request commits.
-    #[allow(clippy::too_many_arguments)]
     pub fn on_fast_reply(
         &mut self,
         from: NodeId,
         view: u64,
-        id: RequestId,
-        hash: u64,
-        result: Option<CommandResult>,
+        reply: FastReply,
         owd_ns: u64,
         stats: &mut NodeStats,
     ) -> Option<(NodeId, Commit)> {
+        let FastReply { id, hash, result } = reply;
         let Some(rank) = self.rank(from) else {
             stats.drop_input("fast-reply from a non-replica");
             return None;
@@ -159,6 +207,40 @@ impl Sender {
         self.maybe_commit(id, stats)
     }
 
+    /// The leader checked the quorum of `id` (`quorum_check_at_leader`): it committed, on the
+    /// fast path or not. Returns the origin and commit the first time.
+    #[allow(clippy::too_many_arguments)]
+    pub fn on_commit(
+        &mut self,
+        from: NodeId,
+        view: u64,
+        id: RequestId,
+        result: CommandResult,
+        fast: bool,
+        owd_ns: u64,
+        stats: &mut NodeStats,
+    ) -> Option<(NodeId, Commit)> {
+        if !self.rank(from).is_some_and(|rank| self.is_leader(view, rank)) {
+            stats.drop_input("commit from a replica that does not lead its view");
+            return None;
+        };
+        // The leader reports the largest estimate among the replicas that replied.
+        for replica in 0..self.replicas.len() {
+            self.bound.update(replica, owd_ns);
+        }
+        let Some(flight) = self.inflight.remove(&id) else {
+            stats.count("commit_after_commit");
+            return None;
+        };
+        if fast {
+            stats.fast_path_commits += 1;
+            Some((flight.origin, Commit::Fast(result)))
+        } else {
+            stats.slow_path_commits += 1;
+            Some((flight.origin, Commit::Slow(result)))
+        }
+    }
+
     fn maybe_commit(&mut self, id: RequestId, stats: &mut NodeStats) -> Option<(NodeId, Commit)> {
         let commit = self.inflight.get(&id)?.tracker.check(self.f, self.fast_followers)?;
         let flight = self.inflight.remove(&id).expect("checked above");
@@ -187,6 +269,8 @@ impl Sender {
     /// Panics if the sender's bounds are broken.
     pub fn check_invariants(&self) {
         assert!(self.inflight.len() <= self.inflight_max, "in-flight table within its limit");
+        assert!(self.pending.len() < self.batching.max, "a full batch is multicast at once");
+        assert!(self.pending.is_empty() || self.flush_scheduled, "a waiting batch has its timer");
         assert!(self.f * 2 < self.replicas.len(), "2f + 1 replicas");
     }
 }
@@ -209,7 +293,16 @@ impl Proxy {
     /// A proxy with no request in flight.
     pub(crate) fn new(context: NodeContext<Nezha>, flaw: Flaw) -> Self {
         let config: &Config = &context.config;
-        Proxy { heartbeat_ns: config.heartbeat_ns, sender: Sender::new(&context, flaw), stats: NodeStats::default() }
+        let batching = Batching {
+            max: config.proxy_batch_max,
+            window_ns: config.proxy_batch_window_ns,
+            above: config.proxy_batch_above,
+        };
+        Proxy {
+            heartbeat_ns: config.heartbeat_ns,
+            sender: Sender::new(&context, flaw, batching),
+            stats: NodeStats::default(),
+        }
     }
 
     fn on_client_request(
@@ -246,13 +339,22 @@ impl Node<Nezha> for Proxy {
                     self.stats.drop_input(reason);
                 }
             }
-            Message::FastReply { view, id, hash, result, owd_ns } => {
-                let done = self.sender.on_fast_reply(from, view, id, hash, result, owd_ns, &mut self.stats);
-                self.deliver(id, done, out);
+            Message::FastReplies { view, replies, owd_ns, .. } => {
+                for reply in replies {
+                    let id = reply.id;
+                    let done = self.sender.on_fast_reply(from, view, reply, owd_ns, &mut self.stats);
+                    self.deliver(id, done, out);
+                }
             }
-            Message::SlowReply { view, ids, owd_ns } => {
+            Message::SlowReply { view, ids, owd_ns, .. } => {
                 for id in ids {
                     let done = self.sender.on_slow_reply(from, view, id, owd_ns, &mut self.stats);
+                    self.deliver(id, done, out);
+                }
+            }
+            Message::Commits { view, commits, owd_ns } => {
+                for (id, result, fast) in commits {
+                    let done = self.sender.on_commit(from, view, id, result, fast, owd_ns, &mut self.stats);
                     self.deliver(id, done, out);
                 }
             }
@@ -260,10 +362,14 @@ impl Node<Nezha> for Proxy {
         }
     }
 
-    fn on_timer(&mut self, _now: ClockReading, timer: Timer, out: &mut Outbox<Nezha>) {
-        if timer == Timer::ProxyTick {
-            self.sender.tick();
-            out.set_timer(Timer::ProxyTick, self.heartbeat_ns);
+    fn on_timer(&mut self, now: ClockReading, timer: Timer, out: &mut Outbox<Nezha>) {
+        match timer {
+            Timer::ProxyTick => {
+                self.sender.tick();
+                out.set_timer(Timer::ProxyTick, self.heartbeat_ns);
+            }
+            Timer::ProxyFlush => self.sender.on_flush_timer(now, out),
+            _ => self.stats.drop_input("replica or client timer at a proxy"),
         }
     }
 

@@ -4,7 +4,8 @@
 
 use super::dom::{EarlyBuffer, EstimatorOptions, OwdEstimator};
 use super::hashes::{ConflictTable, Footprint};
-use super::messages::{Checkpoint, CrashVector, Entry, LogImage, Message, SyncEntry};
+use super::leader_quorum::LeaderQuorums;
+use super::messages::{Checkpoint, CrashVector, Entry, FastReply, LogImage, Message, SyncEntry};
 use super::{Config, Durable, Nezha, Timer};
 use bytes::Bytes;
 use ordo_core::{
@@ -121,6 +122,13 @@ pub struct Replica {
     pub(super) rejoin: Option<Rejoin>,
     pub(super) rng: ChaCha8Rng,
     pub(super) stats: NodeStats,
+    /// Fast-replies made by the current handler, by destination and view; sent as one
+    /// `FastReplies` per destination when the handler ends (empty between handlers).
+    pub(super) fast_out: BTreeMap<(NodeId, u64, NodeId), Vec<FastReply>>,
+    /// Slow-replies made by the current handler, by destination, view and DOM sender.
+    pub(super) slow_out: BTreeMap<(NodeId, u64, NodeId), Vec<RequestId>>,
+    /// Leader with `quorum_check_at_leader`: the quorum check of every request.
+    pub(super) leader_quorums: LeaderQuorums,
     /// First boot: the launch marker's write. Everything this replica sends waits for it, so a
     /// crash before it is durable leaves a replica that never spoke and may boot fresh again.
     pub(super) launch: Option<PersistTicket>,
@@ -188,6 +196,9 @@ impl Replica {
             rng: ChaCha8Rng::seed_from_u64(context.seed),
             stats: NodeStats::default(),
             launch: None,
+            fast_out: BTreeMap::new(),
+            slow_out: BTreeMap::new(),
+            leader_quorums: LeaderQuorums::default(),
             replicas,
             config,
         };
@@ -261,13 +272,14 @@ impl Replica {
 
     // ----- DOM receiver -------------------------------------------------------------------
 
+    /// A DOM batch: one OWD sample for the message, then each request to the early-buffer,
+    /// the late-buffer or (a duplicate) its previous reply.
     #[allow(clippy::too_many_arguments)]
-    fn on_request(
+    fn on_requests(
         &mut self,
         now: ClockReading,
         from: NodeId,
-        id: RequestId,
-        command: Command,
+        requests: Vec<(RequestId, Command)>,
         send_ns: u64,
         bound_ns: u64,
         sender_error_ns: u64,
@@ -282,13 +294,32 @@ impl Replica {
         if !self.owd.record(from, send_ns, now.local_ns, sender_error_ns) {
             self.stats.drop_input("owd sample from an untracked sender");
         }
-        if self.answer_duplicate(now, from, id, out) {
+        let deadline = send_ns.saturating_add(bound_ns);
+        for (id, command) in requests {
+            if let Err(reason) = self.on_request(now, from, id, command, deadline, out) {
+                self.stats.drop_input(reason);
+            }
+        }
+        self.release_due(now, out);
+        Ok(())
+    }
+
+    fn on_request(
+        &mut self,
+        now: ClockReading,
+        from: NodeId,
+        id: RequestId,
+        command: Command,
+        deadline: u64,
+        out: &mut Outbox<Nezha>,
+    ) -> Result<(), &'static str> {
+        if self.answer_duplicate(from, id) {
             return Ok(());
         }
         if self.early_ids.contains_key(&id) || self.late.contains_key(&id) {
             return Err("request already buffered");
         }
-        let entry = Entry { id, deadline: send_ns.saturating_add(bound_ns), reply_to: from, command };
+        let entry = Entry { id, deadline, reply_to: from, command };
         let print = self.conflicts.footprint(&entry.command);
         if self.is_leader() {
             self.leader_receive(now, entry, print, out);
@@ -298,14 +329,12 @@ impl Replica {
             self.stats.count("late_buffer");
             self.keep_late(entry);
         }
-        self.release_due(now, out);
         Ok(())
     }
 
     /// Answers a request this replica already appended or executed, as §5.6 says: the previous
     /// reply again (sent to whoever sent this copy). True when the request was a duplicate.
-    fn answer_duplicate(&mut self, now: ClockReading, from: NodeId, id: RequestId, out: &mut Outbox<Nezha>) -> bool {
-        let owd_ns = self.owd.estimate(from, now.error_bound_ns);
+    fn answer_duplicate(&mut self, from: NodeId, id: RequestId) -> bool {
         let executed = self.clients.get(&id.client).filter(|(number, _)| *number >= id.number).cloned();
         let synced = self.positions.get(&id).copied();
         let unsynced = self.unsynced.iter().find(|slot| slot.entry.id == id).map(|slot| slot.hash);
@@ -322,11 +351,12 @@ impl Replica {
                 return true;
             }
             let hash = synced.map_or(0, |position| self.slot(position).map_or(0, |slot| slot.hash));
-            self.send_to(out, from, Message::FastReply { view: self.view, id, hash, result: Some(result), owd_ns });
+            self.queue_fast_reply(from, FastReply { id, hash, result: Some(result) });
         } else if let Some(hash) = unsynced {
-            self.send_to(out, from, Message::FastReply { view: self.view, id, hash, result: None, owd_ns });
+            self.queue_fast_reply(from, FastReply { id, hash, result: None });
         } else {
-            self.send_to(out, from, Message::SlowReply { view: self.view, ids: vec![id], owd_ns });
+            // Synced: the slow-reply goes out in the same handler, with the fast-replies.
+            self.queue_slow_reply(from, id);
         }
         self.stats.count("duplicate_reply");
         true
@@ -397,8 +427,7 @@ impl Replica {
             self.unsynced.push(Slot { entry, print, hash });
         }
         for (to, id, hash) in released {
-            let owd_ns = self.owd.estimate(to, now.error_bound_ns);
-            self.send_to(out, to, Message::FastReply { view: self.view, id, hash, result: None, owd_ns });
+            self.queue_fast_reply(to, FastReply { id, hash, result: None });
         }
         if let Some(deadline) = self.early.next_deadline() {
             out.set_timer_at(Timer::Release, deadline);
@@ -427,11 +456,48 @@ impl Replica {
             let (to, id) = (entry.reply_to, entry.id);
             self.synced.push(Slot { entry, print, hash });
             let result = self.execute_through(position);
-            let owd_ns = self.owd.estimate(to, 0);
-            self.send_to(out, to, Message::FastReply { view: self.view, id, hash, result, owd_ns });
+            self.queue_fast_reply(to, FastReply { id, hash, result });
         }
         self.maybe_announce(out);
         self.maybe_checkpoint();
+    }
+
+    /// Where a reply about a request of `sender` goes: the sender, or the leader when the
+    /// leader checks quorums.
+    fn reply_destination(&self, sender: NodeId) -> NodeId {
+        if self.config.quorum_check_at_leader { self.leader_of(self.view) } else { sender }
+    }
+
+    /// Queues a fast-reply of the current view to the request's sender; the handler's end sends
+    /// it. A leader that checks quorums counts its own reply instead.
+    fn queue_fast_reply(&mut self, sender: NodeId, reply: FastReply) {
+        if self.config.quorum_check_at_leader && self.is_leader() {
+            self.count_own_reply(sender, reply);
+            return;
+        }
+        let to = self.reply_destination(sender);
+        self.fast_out.entry((to, self.view, sender)).or_default().push(reply);
+    }
+
+    /// Queues a slow-reply of the current view (a follower's, never the leader's).
+    pub(super) fn queue_slow_reply(&mut self, sender: NodeId, id: RequestId) {
+        let to = self.reply_destination(sender);
+        self.slow_out.entry((to, self.view, sender)).or_default().push(id);
+    }
+
+    /// Sends the replies the handler made: one `FastReplies` and one `SlowReply` per
+    /// destination and sender, with this replica's OWD estimate for the sender (batching keeps
+    /// the leader's load near 2/m messages per request, Tab. 1), and the leader's commits.
+    pub(super) fn flush_replies(&mut self, now: ClockReading, out: &mut Outbox<Nezha>) {
+        for ((to, view, about), replies) in std::mem::take(&mut self.fast_out) {
+            let owd_ns = self.owd.estimate(about, now.error_bound_ns);
+            self.send_to(out, to, Message::FastReplies { view, about, replies, owd_ns });
+        }
+        for ((to, view, about), ids) in std::mem::take(&mut self.slow_out) {
+            let owd_ns = self.owd.estimate(about, now.error_bound_ns);
+            self.send_to(out, to, Message::SlowReply { view, about, ids, owd_ns });
+        }
+        self.flush_commits(now, out);
     }
 
     // ----- execution and checkpoints ------------------------------------------------------
@@ -523,8 +589,8 @@ impl Node<Nezha> for Replica {
 
     fn on_message(&mut self, now: ClockReading, from: NodeId, message: Message, out: &mut Outbox<Nezha>) {
         let handled = match message {
-            Message::Request { id, command, send_ns, bound_ns, sender_error_ns } => {
-                self.on_request(now, from, id, command, send_ns, bound_ns, sender_error_ns, out)
+            Message::Requests { requests, send_ns, bound_ns, sender_error_ns } => {
+                self.on_requests(now, from, requests, send_ns, bound_ns, sender_error_ns, out)
             }
             Message::Sync { view, cv, first, entries, commit } => {
                 self.on_sync(now, from, view, cv, first, entries, commit, out)
@@ -545,14 +611,20 @@ impl Node<Nezha> for Replica {
             Message::StateTransferReply { view, cv, commit, image } => {
                 self.on_state_transfer_reply(now, from, view, cv, commit, image, out)
             }
-            Message::ClientRequest { .. }
-            | Message::ClientReply { .. }
-            | Message::FastReply { .. }
-            | Message::SlowReply { .. } => Err("client or proxy message sent to a replica"),
+            Message::FastReplies { view, about, replies, owd_ns } => {
+                self.on_forwarded_replies(from, view, about, Ok(replies), owd_ns)
+            }
+            Message::SlowReply { view, about, ids, owd_ns } => {
+                self.on_forwarded_replies(from, view, about, Err(ids), owd_ns)
+            }
+            Message::ClientRequest { .. } | Message::ClientReply { .. } | Message::Commits { .. } => {
+                Err("client or proxy message sent to a replica")
+            }
         };
         if let Err(reason) = handled {
             self.stats.drop_input(reason);
         }
+        self.flush_replies(now, out);
     }
 
     fn on_timer(&mut self, now: ClockReading, timer: Timer, out: &mut Outbox<Nezha>) {
@@ -573,11 +645,21 @@ impl Node<Nezha> for Replica {
                     self.maybe_checkpoint();
                 }
             }
-            Timer::ProxyTick | Timer::ClientRetry => self.stats.drop_input("sender timer at a replica"),
+            Timer::ProxyTick | Timer::ProxyFlush | Timer::ClientRetry => {
+                self.stats.drop_input("sender timer at a replica")
+            }
         }
+        self.flush_replies(now, out);
     }
 
     fn check_invariants(&self) {
+        assert!(self.fast_out.is_empty() && self.slow_out.is_empty(), "a handler sends the replies it made");
+        assert!(self.leader_quorums.flushed(), "a handler sends the commits it made");
+        assert!(self.leader_quorums.len() <= self.config.proxy_inflight_max, "leader quorum table within its limit");
+        assert!(
+            self.leader_quorums.is_empty() || (self.is_leader() && self.config.quorum_check_at_leader),
+            "only a leader that checks quorums counts replies"
+        );
         let sync_point = self.sync_point();
         assert!(self.checkpoint.position <= self.executed, "executed positions include the checkpoint");
         assert!(self.executed <= sync_point, "only synced positions execute");

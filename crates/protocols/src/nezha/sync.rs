@@ -183,13 +183,8 @@ impl Replica {
             let ack = Message::SyncAck { view: self.view, cv: self.cv.clone(), sync_point: self.sync_point(), missing };
             self.send_to(out, from, ack);
         }
-        let mut by_sender: BTreeMap<NodeId, Vec<_>> = BTreeMap::new();
         for entry in to_reply {
-            by_sender.entry(entry.reply_to).or_default().push(entry.id);
-        }
-        for (to, ids) in by_sender {
-            let owd_ns = self.owd.estimate(to, now.error_bound_ns);
-            self.send_to(out, to, Message::SlowReply { view: self.view, ids, owd_ns });
+            self.queue_slow_reply(entry.reply_to, entry.id);
         }
         Ok(())
     }

@@ -36,9 +36,8 @@ fn replica(rank: usize, config: Config) -> Replica {
 }
 
 fn request(client: u64, number: u64, send_ns: u64, bound_ns: u64, command: Command) -> Message {
-    Message::Request {
-        id: RequestId { client: ClientId(client), number },
-        command,
+    Message::Requests {
+        requests: vec![(RequestId { client: ClientId(client), number }, command)],
         send_ns,
         bound_ns,
         sender_error_ns: 0,
@@ -210,7 +209,7 @@ fn request_lost_to_the_leader_is_retried_and_executed_once() {
     let client = cluster.client(0);
     let leader = cluster.replica(0);
     let op = cluster.submit(client, Command::append("k", "x"));
-    cluster.drop_where(|e| e.to == leader && matches!(e.message, Message::Request { .. }));
+    cluster.drop_where(|e| e.to == leader && matches!(e.message, Message::Requests { .. }));
     assert!(cluster.run_until(100_000_000, |c| c.result(op).is_some()), "commits after a retry");
     assert!(cluster.stats(client).events.contains_key("client_retry"));
     let read = cluster.submit(client, Command::get("k"));
@@ -295,7 +294,7 @@ fn request_lost_to_a_follower_is_fetched_from_the_leader() {
     let client = cluster.client(0);
     let follower = cluster.replica(1);
     let op = cluster.submit(client, Command::append("k", "x"));
-    cluster.drop_where(|e| e.to == follower && matches!(e.message, Message::Request { .. }));
+    cluster.drop_where(|e| e.to == follower && matches!(e.message, Message::Requests { .. }));
     assert!(cluster.run_until(50_000_000, |c| c.result(op).is_some()));
     commit_all(&mut cluster, client, 3);
     cluster.run_for(5_000_000);

@@ -61,6 +61,7 @@ impl Replica {
         self.status = Status::ViewChange;
         self.view = view;
         self.votes.clear();
+        self.leader_quorums.clear();
         self.early.clear();
         self.early_ids.clear();
         self.pending_sync.clear();
@@ -245,6 +246,7 @@ impl Replica {
     pub(super) fn adopt(&mut self, view: u64, commit: u64, checkpoint: Arc<Checkpoint>, log: Vec<Entry>) {
         assert!(view >= self.view || self.status == Status::Recovering, "a replica never goes back a view");
         let end = checkpoint.position + log.len() as u64;
+        self.leader_quorums.clear();
         let keep = self.status != Status::Recovering
             && self.executed <= self.commit
             && self.executed >= checkpoint.position
