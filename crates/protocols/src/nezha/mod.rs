@@ -159,7 +159,7 @@ impl Default for Config {
             quorum_check_at_leader: false,
             proxy_batch_max: 64,
             proxy_batch_window_ns: 100_000,
-            proxy_batch_above: 2,
+            proxy_batch_above: 6,
             early_buffer_max: 100_000,
             late_buffer_max: 10_000,
             unsynced_max: 10_000,
