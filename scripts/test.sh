@@ -14,7 +14,7 @@ echo "== seed campaign: 200 seeds with random faults for every registered protoc
 cargo build --release --quiet --bin ordo
 ordo=target/release/ordo
 for protocol in $("$ordo" protocols | awk '{print $1}'); do
-  "$ordo" sim --protocol "$protocol" --seeds 1..200 --faults random --duration 1s --clients 6 | tail -n 3
+  "$ordo" sim --protocol "$protocol" --seeds 1..200 --faults random --duration 1s --clients 12 | tail -n 3
 done
 
 echo "== real runtime: a local cluster per protocol, driven by redis-benchmark (the real-process"

@@ -134,6 +134,9 @@ pub struct Config {
     pub sync_batch_min: usize,
     /// ... or this long after the first of them was appended.
     pub sync_delay_ns: u64,
+    /// A follower acknowledges syncs once its sync-point has moved this many positions (and
+    /// every heartbeat, resend and missing body): fewer messages for the leader per follower.
+    pub sync_ack_every: u64,
     /// Executed positions folded into a checkpoint each time.
     pub checkpoint_interval: u64,
     /// Clients remembered for at-most-once execution.
@@ -166,6 +169,7 @@ impl Default for Config {
             sync_batch_max: 256,
             sync_batch_min: 64,
             sync_delay_ns: 100_000,
+            sync_ack_every: 256,
             checkpoint_interval: 1024,
             client_table_max: 100_000,
         }
@@ -188,6 +192,7 @@ impl Config {
             ("unsynced_max", self.unsynced_max as u64),
             ("sync_batch_max", self.sync_batch_max as u64),
             ("sync_batch_min", self.sync_batch_min as u64),
+            ("sync_ack_every", self.sync_ack_every),
             ("checkpoint_interval", self.checkpoint_interval),
             ("client_table_max", self.client_table_max as u64),
         ];

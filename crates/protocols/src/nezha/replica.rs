@@ -14,7 +14,7 @@ use ordo_core::{
 };
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
 /// What a replica is doing.
@@ -83,7 +83,7 @@ pub struct Replica {
     /// Entries agreed with the leader, at positions `checkpoint.position + 1 ..`.
     pub(super) synced: Vec<Slot>,
     /// Entries released here and not yet confirmed by the leader (always empty at the leader).
-    pub(super) unsynced: Vec<Slot>,
+    pub(super) unsynced: VecDeque<Slot>,
     /// Position of every synced entry.
     pub(super) positions: BTreeMap<RequestId, u64>,
     /// Positions up to here are committed.
@@ -113,6 +113,8 @@ pub struct Replica {
     pub(super) announce_scheduled: bool,
     /// Follower: asked the leader for a body or state since the last tick.
     pub(super) asked_this_tick: bool,
+    /// Follower: the sync-point its last `SyncAck` carried.
+    pub(super) ack_sent: u64,
     /// Ticks without hearing from the leader (or without finishing the view change).
     pub(super) quiet_ticks: u64,
     /// Ticks of quiet before a view change (randomised).
@@ -171,7 +173,7 @@ impl Replica {
                 clients: Vec::new(),
             }),
             synced: Vec::new(),
-            unsynced: Vec::new(),
+            unsynced: VecDeque::new(),
             positions: BTreeMap::new(),
             commit: 0,
             executed: 0,
@@ -189,6 +191,7 @@ impl Replica {
             unannounced: 1,
             announce_scheduled: false,
             asked_this_tick: false,
+            ack_sent: 0,
             quiet_ticks: 0,
             timeout_ticks: 0,
             votes: BTreeMap::new(),
@@ -424,7 +427,7 @@ impl Replica {
             self.conflicts.add(&entry, &print);
             let hash = self.conflicts.reply_hash(&print, &self.cv);
             released.push((entry.reply_to, entry.id, hash));
-            self.unsynced.push(Slot { entry, print, hash });
+            self.unsynced.push_back(Slot { entry, print, hash });
         }
         for (to, id, hash) in released {
             self.queue_fast_reply(to, FastReply { id, hash, result: None });

@@ -8,7 +8,7 @@ use super::messages::{CrashVector, Entry, Message, SyncEntry};
 use super::replica::{Replica, Slot, Status};
 use super::{Nezha, Timer};
 use ordo_core::{ClockReading, NodeId, Outbox};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 
 impl Replica {
     /// Leader: announces new positions now if a batch is full, else within `sync_delay_ns`.
@@ -156,6 +156,7 @@ impl Replica {
         }
         assert!(!self.is_leader(), "followers take syncs");
         self.quiet_ticks = 0;
+        let heartbeat_or_resend = entries.iter().all(|entry| entry.body.is_some());
         let window_end = self.sync_point() + Replica::pending_sync_max();
         for (offset, entry) in entries.into_iter().enumerate() {
             let position = first + offset as u64;
@@ -175,11 +176,11 @@ impl Replica {
         self.execute_through(executable);
         self.maybe_checkpoint();
         self.release_due(now, out);
-        let send_ack = !missing || !self.asked_this_tick;
-        if missing {
-            self.asked_this_tick = true;
-        }
-        if send_ack {
+        if self.should_ack(heartbeat_or_resend, missing) {
+            if missing {
+                self.asked_this_tick = true;
+            }
+            self.ack_sent = self.sync_point();
             let ack = Message::SyncAck { view: self.view, cv: self.cv.clone(), sync_point: self.sync_point(), missing };
             self.send_to(out, from, ack);
         }
@@ -187,6 +188,18 @@ impl Replica {
             self.queue_slow_reply(entry.reply_to, entry.id);
         }
         Ok(())
+    }
+
+    /// Follower: whether this sync gets a `SyncAck`. Acknowledgements only move the leader's
+    /// commit point (followers' execution) and its retransmission, neither on a client's path,
+    /// so a follower acknowledges heartbeats and resends (the leader's tick sees it move),
+    /// a missing body (at most once a tick), and otherwise every `sync_ack_every` positions:
+    /// the leader's load no longer grows by an ack per follower per sync.
+    fn should_ack(&self, heartbeat_or_resend: bool, missing: bool) -> bool {
+        if missing {
+            return !self.asked_this_tick;
+        }
+        heartbeat_or_resend || self.sync_point() >= self.ack_sent + self.config.sync_ack_every
     }
 
     /// Places pending sync positions in order while their bodies are at hand. Returns the
@@ -227,7 +240,7 @@ impl Replica {
     /// deadline (no slow-reply needed).
     fn take_body(&mut self, sync: &SyncEntry) -> Option<(Entry, bool)> {
         if let Some(index) = self.unsynced.iter().position(|slot| slot.entry.id == sync.id) {
-            let slot = self.unsynced.remove(index);
+            let slot = self.unsynced.remove(index).expect("the index was just found");
             self.conflicts.remove(&slot.entry, &slot.print);
             let matched = slot.hash == sync.hash && slot.entry.deadline == sync.deadline && sync.body.is_none();
             return Some((slot.entry, matched));
@@ -270,7 +283,7 @@ impl Replica {
                 })
             })
         };
-        let (stay, leave): (Vec<Slot>, Vec<Slot>) =
+        let (stay, leave): (VecDeque<Slot>, VecDeque<Slot>) =
             std::mem::take(&mut self.unsynced).into_iter().partition(|s| !conflicting(s));
         self.unsynced = stay;
         for slot in leave {

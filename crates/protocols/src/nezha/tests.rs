@@ -469,3 +469,44 @@ fn next_leader_crashing_during_the_view_change_is_skipped() {
     let expected: String = (0..5).chain(0..5).map(|i| format!("{i},")).collect();
     assert_eq!(cluster.result(read), Some(&CommandResult::Value(expected.into())));
 }
+
+#[test]
+fn followers_acknowledge_every_few_positions_and_every_heartbeat() {
+    // Goal (choice 4 in docs/protocols/nezha.md): a follower does not acknowledge each sync, so
+    // the leader's load does not grow by an ack per follower per sync, yet the commit point
+    // still reaches the end of the log. Method: the leader announces every position
+    // (`sync_batch_min` = 1), followers ack every 4; count one follower's syncs and acks over
+    // 12 commits, then let a heartbeat pass and read the leader's commit point.
+    let config = Config {
+        sync_batch_min: 1,
+        sync_ack_every: 4,
+        heartbeat_ns: 50_000_000,
+        view_change_timeout_ns: 200_000_000,
+        ..config()
+    };
+    let mut cluster: Cluster<Nezha> = Cluster::new(3, 1, config);
+    let (client, leader, follower) = (cluster.client(0), cluster.replica(0), cluster.replica(1));
+    let (mut syncs, mut acks) = (0, 0);
+    for i in 0..12 {
+        let op = cluster.submit(client, Command::append("k", format!("{i},")));
+        for _ in 0..100 {
+            cluster.deliver_all_where(|envelope| {
+                match &envelope.message {
+                    Message::Sync { entries, .. } if envelope.to == follower && !entries.is_empty() => syncs += 1,
+                    Message::SyncAck { .. } if envelope.from == follower => acks += 1,
+                    _ => {}
+                }
+                true
+            });
+            if cluster.result(op).is_some() {
+                break;
+            }
+            cluster.advance(50_000);
+        }
+        assert!(cluster.result(op).is_some(), "op {i} commits");
+    }
+    assert!(syncs >= 10, "the leader announced positions one by one: {syncs} syncs");
+    assert!((2..=3).contains(&acks), "one ack per 4 positions, not per sync: {acks} acks for {syncs} syncs");
+    cluster.run_for(60_000_000);
+    assert!(cluster.status(leader).contains("commit=12"), "{}", cluster.status(leader));
+}
