@@ -99,8 +99,9 @@ pub struct Config {
     pub owd_max_ns: u64,
     /// The sender's estimate for every replica before the first reply.
     pub initial_owd_ns: u64,
-    /// The leader appends at once a request whose deadline is further than this past its
-    /// clock, with its deadline lowered (App. D.2.4); 0 turns it off.
+    /// The leader appends at once, with its deadline lowered, a request whose deadline is
+    /// further past its clock than this and than the request's latency bound (App. D.2.4: only
+    /// a clock fault makes a request arrive before it was sent); 0 turns it off.
     pub leader_release_ahead_ns: u64,
     /// Leader heartbeat and sync retransmission period; replicas' tick.
     pub heartbeat_ns: u64,

@@ -39,6 +39,13 @@ pub struct Slot {
     pub hash: u64,
 }
 
+/// What a DOM sender stamped on one multicast: the deadline `s + l` and the bound `l`.
+#[derive(Clone, Copy, Debug)]
+struct Stamp {
+    deadline: u64,
+    bound_ns: u64,
+}
+
 /// Where a rejoin stands (`recovery.rs`).
 #[derive(Clone, Debug)]
 pub struct Rejoin {
@@ -297,9 +304,9 @@ impl Replica {
         if !self.owd.record(from, send_ns, now.local_ns, sender_error_ns) {
             self.stats.drop_input("owd sample from an untracked sender");
         }
-        let deadline = send_ns.saturating_add(bound_ns);
+        let stamp = Stamp { deadline: send_ns.saturating_add(bound_ns), bound_ns };
         for (id, command) in requests {
-            if let Err(reason) = self.on_request(now, from, id, command, deadline, out) {
+            if let Err(reason) = self.on_request(now, from, id, command, stamp, out) {
                 self.stats.drop_input(reason);
             }
         }
@@ -313,7 +320,7 @@ impl Replica {
         from: NodeId,
         id: RequestId,
         command: Command,
-        deadline: u64,
+        stamp: Stamp,
         out: &mut Outbox<Nezha>,
     ) -> Result<(), &'static str> {
         if self.answer_duplicate(from, id) {
@@ -322,10 +329,10 @@ impl Replica {
         if self.early_ids.contains_key(&id) || self.late.contains_key(&id) {
             return Err("request already buffered");
         }
-        let entry = Entry { id, deadline, reply_to: from, command };
+        let entry = Entry { id, deadline: stamp.deadline, reply_to: from, command };
         let print = self.conflicts.footprint(&entry.command);
         if self.is_leader() {
-            self.leader_receive(now, entry, print, out);
+            self.leader_receive(now, entry, print, stamp.bound_ns, out);
         } else if self.conflicts.eligible(&print, entry.deadline) {
             self.hold(entry)?;
         } else {
@@ -372,18 +379,35 @@ impl Replica {
     }
 
     /// The leader takes a request: late ones get a deadline just above the last released
-    /// conflicting request (§5.4), and so do ones whose deadline is far past the leader's clock
-    /// (App. D.2.4); both are appended at once. Others wait in the early-buffer.
-    fn leader_receive(&mut self, now: ClockReading, mut entry: Entry, print: Footprint, out: &mut Outbox<Nezha>) {
-        let ahead = self.config.leader_release_ahead_ns;
-        let too_far = ahead > 0 && entry.deadline > now.local_ns.saturating_add(ahead);
-        if !self.conflicts.eligible(&print, entry.deadline) || too_far {
+    /// conflicting request (§5.4), and so do ones held too long by the leader's clock (App.
+    /// D.2.4); both are appended at once. Others wait in the early-buffer.
+    fn leader_receive(
+        &mut self,
+        now: ClockReading,
+        mut entry: Entry,
+        print: Footprint,
+        bound_ns: u64,
+        out: &mut Outbox<Nezha>,
+    ) {
+        if !self.conflicts.eligible(&print, entry.deadline) || self.held_too_long(now, entry.deadline, bound_ns) {
             entry.deadline = self.conflicts.threshold(&print) + 1;
             self.stats.count("leader_raised_deadline");
             self.leader_append(vec![(entry, print)], out);
         } else if let Err(reason) = self.hold(entry) {
             self.stats.drop_input(reason);
         }
+    }
+
+    /// App. D.2.4: whether the leader's clock would hold a request longer than its whole latency
+    /// bound (and than `leader_release_ahead_ns`), i.e. the request reached the leader before
+    /// it was sent by the leader's clock. Only a clock fault does that (the leader's clock
+    /// behind, or the sender's ahead). A hold within the bound is normal: other replicas asked
+    /// for it (under load their CPUs queue, so their OWD estimates grow), the fast quorum
+    /// waits for them anyway, and lowering the deadline would only push the request to the
+    /// slow path, whose extra slow-replies load the followers further.
+    fn held_too_long(&self, now: ClockReading, deadline: u64, bound_ns: u64) -> bool {
+        let ahead = self.config.leader_release_ahead_ns;
+        ahead > 0 && deadline > now.local_ns.saturating_add(ahead.max(bound_ns))
     }
 
     fn hold(&mut self, entry: Entry) -> Result<(), &'static str> {

@@ -387,6 +387,23 @@ fn slow_leader_clock_releases_early_with_a_lowered_deadline() {
 }
 
 #[test]
+fn leader_holds_a_request_within_its_latency_bound() {
+    // Goal: followers whose CPUs queue raise the bound (150 µs); a request that reached the
+    // leader after 50 µs is held 100 µs, more than `leader_release_ahead_ns` but within the
+    // bound. That is no clock fault, so the leader keeps the deadline and waits (lowering it
+    // would turn every such request into a slow commit); one sent "after" it arrived, by the
+    // leader's clock, is still lowered and appended at once.
+    let mut leader = replica(0, Config { leader_release_ahead_ns: 50_000, ..config() });
+    let mut out = Outbox::default();
+    leader.on_message(clock(100_000), NodeId(3), request(3, 1, 50_000, 150_000, Command::set("a", "v")), &mut out);
+    assert_eq!(leader.synced.len(), 0, "held: 100 µs to go is within the 150 µs bound");
+    leader.on_message(clock(100_000), NodeId(4), request(4, 1, 120_000, 150_000, Command::set("b", "v")), &mut out);
+    assert_eq!(leader.synced.len(), 1, "sent 20 µs after it arrived: a clock fault");
+    leader.on_timer(clock(200_001), super::Timer::Release, &mut out);
+    assert_eq!(deadlines(&leader).len(), 2, "the held request is released at its deadline");
+}
+
+#[test]
 fn recovering_replica_that_would_lead_waits_for_an_election() {
     // Goal (spec §11 #28): the restarted leader of the current view does not rejoin as leader;
     // the others elect a new leader, then it state-transfers from it.
