@@ -183,7 +183,11 @@ impl Replica {
         if !image.unsynced.is_empty() {
             return Err("state transfer reply with unsynced entries");
         }
+        // Within our view, what we fast-replied for beyond the transferred log still counts.
+        let same_view = self.status == Status::Normal && view == self.view;
+        let unsynced = if same_view { std::mem::take(&mut self.unsynced) } else { Default::default() };
         self.adopt(view, commit, image.checkpoint.clone(), image.synced.clone());
+        self.keep_unsynced(now, unsynced, &image.synced);
         if rejoining {
             self.stats.count("rejoin");
         }

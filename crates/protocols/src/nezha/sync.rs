@@ -256,6 +256,24 @@ impl Replica {
         (body.id == sync.id).then_some((body, false))
     }
 
+    /// A state transfer within our view replaced our synced log. The unsynced entries we
+    /// fast-replied for that it does not hold stay: they are votes a view change counts, and a
+    /// fast commit may rest on them (a transfer taken before the leader appended them can
+    /// arrive after we did). As after a sync, those a transferred conflicting entry now
+    /// precedes go back to the late-buffer.
+    pub(super) fn keep_unsynced(&mut self, now: ClockReading, slots: VecDeque<Slot>, transferred: &[Entry]) {
+        for slot in slots {
+            let id = slot.entry.id;
+            let executed = self.clients.get(&id.client).is_some_and(|(number, _)| *number >= id.number);
+            if self.positions.contains_key(&id) || executed {
+                continue;
+            }
+            self.conflicts.add(&slot.entry, &slot.print);
+            self.unsynced.push_back(slot);
+        }
+        self.after_sync(now, transferred);
+    }
+
     /// Unsynced entries that now precede a newly synced conflicting entry in deadline order
     /// cannot stay (the log must stay ordered); they go back to the late-buffer, where a
     /// later sync finds them.

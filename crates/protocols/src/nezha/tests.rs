@@ -404,6 +404,29 @@ fn leader_holds_a_request_within_its_latency_bound() {
 }
 
 #[test]
+fn stale_state_transfer_keeps_what_the_follower_fast_replied() {
+    // Goal: a state transfer within the view, taken before the leader appended B but arriving
+    // after the follower fast-replied for B, leaves B among the follower's unsynced entries: a
+    // view change counts them, and B may have committed on the fast path. (Campaign seed 71
+    // lost an acknowledged append this way: the transfer wiped B, the merge found one vote.)
+    let (mut leader, mut follower) = (replica(0, config()), replica(1, config()));
+    let mut out = Outbox::default();
+    let a = request(3, 1, 0, 100, Command::append("k", "a"));
+    leader.on_message(clock(1_000), NodeId(3), a.clone(), &mut out);
+    follower.on_message(clock(1_000), NodeId(3), a, &mut out);
+    let stale = leader.image();
+    let b = request(3, 2, 2_000, 100, Command::append("k", "b"));
+    leader.on_message(clock(3_000), NodeId(3), b.clone(), &mut out);
+    follower.on_message(clock(3_000), NodeId(3), b, &mut out);
+    assert_eq!(follower.image().unsynced.len(), 2, "the follower fast-replied for A and B");
+    let transfer = Message::StateTransferReply { view: 0, cv: vec![0, 0, 0], commit: 1, image: stale };
+    follower.on_message(clock(4_000), NodeId(0), transfer, &mut out);
+    assert_eq!(follower.sync_point(), 1, "the transfer was taken");
+    let unsynced: Vec<u64> = follower.image().unsynced.iter().map(|e| e.id.number).collect();
+    assert_eq!(unsynced, vec![2], "B is still a vote");
+}
+
+#[test]
 fn recovering_replica_that_would_lead_waits_for_an_election() {
     // Goal (spec §11 #28): the restarted leader of the current view does not rejoin as leader;
     // the others elect a new leader, then it state-transfers from it.
