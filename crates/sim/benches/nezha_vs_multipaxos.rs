@@ -7,6 +7,8 @@
 //! proxies batching requests (its default), with 8 proxies sending each request alone, with the
 //! quorum check at the leader (the paper's No-QC-Offloading ablation), and without proxies. Multi-Paxos runs twice: with ordo's batching (its default) and with one
 //! request per `Prepare` (the leader load `2(2f+1)` of the paper's baseline, Tab. 1).
+//! Table 1b: saturation of Nezha and both Multi-Paxos with 2,000 clients, so that the nodes,
+//! not the clients, set the limit.
 //! Table 2: Nezha with clock error bounds of 1 µs … 1 ms (every clock reading off by up to the
 //! bound), with linearizability and agreement checked.
 //! Run: `cargo bench -p ordo-sim --bench nezha_vs_multipaxos` (ORDO_QUICK=1 for fewer points).
@@ -43,13 +45,22 @@ const VARIANTS: [Variant; 6] = [
 
 const CLIENTS: usize = 200;
 
+/// Each simulated client has one operation outstanding (later arrivals wait in its backlog), so
+/// clients cap throughput at `clients / latency`. With 200, Nezha reaches that cap at 3 and 5
+/// replicas before any node's CPU saturates; table 1b uses enough clients to find the nodes' limit.
+const MANY_CLIENTS: usize = 2000;
+
 fn config(replicas: usize, offered_ops: f64, options: &str, duration_ns: u64) -> SimConfig {
+    config_with(CLIENTS, replicas, offered_ops, options, duration_ns)
+}
+
+fn config_with(clients: usize, replicas: usize, offered_ops: f64, options: &str, duration_ns: u64) -> SimConfig {
     let mut workload = WorkloadSpec::from_name("uniform:1000").expect("known workload");
-    workload.rate_per_client = Some(offered_ops / CLIENTS as f64);
+    workload.rate_per_client = Some(offered_ops / clients as f64);
     SimConfig {
         seed: 1,
         replicas,
-        clients: CLIENTS,
+        clients,
         duration_ns,
         workload,
         check_linearizability: false,
@@ -150,7 +161,41 @@ fn main() {
         }
     }
     println!();
+    many_clients_table(duration_ns);
+    println!();
     clock_table(duration_ns);
+}
+
+/// Table 1b: saturation with enough clients that the nodes, not the clients, set the limit
+/// (each protocol offered more than it can do).
+fn many_clients_table(duration_ns: u64) {
+    println!("Table 1b: saturation with {MANY_CLIENTS} clients (open loop, offered above every protocol's limit)");
+    let runs = [
+        ("nezha", "nezha", "proxies = 8", 1_200_000.0),
+        ("multipaxos", "multipaxos", "", 400_000.0),
+        ("multipaxos-b1", "multipaxos", "batch_max = 1", 200_000.0),
+    ];
+    println!(
+        "{:>8} {:>14} {:>14} {:>14}   nezha / multipaxos, / multipaxos-b1",
+        "replicas", "nezha", "multipaxos", "multipaxos-b1"
+    );
+    for replicas in [3, 5, 9] {
+        let ops: Vec<f64> = runs
+            .iter()
+            .map(|(_, protocol, options, offered)| {
+                let config = config_with(MANY_CLIENTS, replicas, *offered, options, duration_ns);
+                with_protocol(protocol, Run(config)).expect("registered").throughput_ops_per_s
+            })
+            .collect();
+        println!(
+            "{replicas:>8} {:>14.0} {:>14.0} {:>14.0}   {:.2}, {:.2}",
+            ops[0],
+            ops[1],
+            ops[2],
+            ops[0] / ops[1],
+            ops[0] / ops[2]
+        );
+    }
 }
 
 /// Table 2: the same Nezha cluster with worse and worse clocks.

@@ -12,6 +12,8 @@ const PROXIES: usize = 3;
 const CLIENTS: usize = 9;
 const DURATION_NS: u64 = 200_000_000;
 const SEEDS: std::ops::RangeInclusive<u64> = 1..=10;
+/// The negative control needs a retry to race a checkpoint, which only some seeds produce.
+const CONTROL_SEEDS: std::ops::RangeInclusive<u64> = 1..=40;
 /// P1: nodes are numbered replicas first, then Nezha's proxies, then clients.
 const DEAD_PROXY: u32 = REPLICAS as u32;
 
@@ -152,9 +154,10 @@ fn scenario_9_catches_a_replica_that_forgets_executed_requests() {
     // Goal: the scenario's checks can fail on a double execution. Method: the same runs with
     // at-most-once crippled through Nezha's options (a client table of one entry, the log folded
     // every 8 positions, so a retried request whose first copy ran is no longer recognised and
-    // runs again); some seed must then fail as not linearizable.
+    // runs again); one of the control seeds must then fail as not linearizable (seed 11 does).
     let crippled = "client_table_max = 1\ncheckpoint_interval = 8";
-    let caught = SEEDS.filter_map(|seed| scenario_9(seed, crippled).err()).find(|why| why.contains("not linearizable"));
+    let caught =
+        CONTROL_SEEDS.filter_map(|seed| scenario_9(seed, crippled).err()).find(|why| why.contains("not linearizable"));
     let why = caught.unwrap_or_else(|| panic!("no seed of scenario #9 caught double executions"));
     eprintln!("caught: {why}");
 }

@@ -123,6 +123,9 @@ pub struct Config {
     pub proxy_batch_window_ns: u64,
     /// A proxy is busy, and batches, while more requests than this are in flight through it.
     pub proxy_batch_above: usize,
+    /// Past the window, a busy proxy's batch waits until it holds 1/this of the requests in
+    /// flight through the proxy (at most 10 windows; 0: never), so batches grow when it queues.
+    pub proxy_batches_per_round_trip: usize,
     /// Requests an early-buffer holds; more are dropped (the client retries).
     pub early_buffer_max: usize,
     /// Requests a late-buffer holds; the oldest is evicted (it can be fetched again).
@@ -164,6 +167,7 @@ impl Default for Config {
             proxy_batch_max: 64,
             proxy_batch_window_ns: 100_000,
             proxy_batch_above: 6,
+            proxy_batches_per_round_trip: 4,
             early_buffer_max: 100_000,
             late_buffer_max: 10_000,
             unsynced_max: 10_000,

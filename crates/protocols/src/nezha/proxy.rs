@@ -30,11 +30,28 @@ pub struct Batching {
     /// Batching starts only while more requests than this are in flight: a lightly loaded
     /// sender multicasts each request at once and pays no latency for batching.
     pub above: usize,
+    /// Past the window, a batch also waits until it holds 1/this of the requests in flight (0:
+    /// it never does). By Little's law that takes 1/this of their latency, so when the sender
+    /// queues, its batches grow and it spends less per request, instead of flushing small
+    /// batches on a fixed timer.
+    pub per_round_trip: usize,
 }
 
 impl Batching {
     /// Every request in its own multicast (a client that is its own DOM sender).
-    pub const NONE: Batching = Batching { max: 1, window_ns: 0, above: 0 };
+    pub const NONE: Batching = Batching { max: 1, window_ns: 0, above: 0, per_round_trip: 0 };
+
+    /// A batch never waits longer than this many windows (requests that stay in flight without
+    /// replies, e.g. lost ones, must not hold the others).
+    const WAIT_WINDOWS_MAX: u64 = 10;
+
+    /// How many requests a batch waits for, past the window, with `inflight` in flight.
+    fn target(&self, inflight: usize) -> usize {
+        match self.per_round_trip {
+            0 => 1,
+            share => (inflight / share).clamp(1, self.max),
+        }
+    }
 }
 
 /// DOM-S plus the quorum check: stamps each request with send time and latency bound,
@@ -53,6 +70,8 @@ pub struct Sender {
     pending: Vec<(RequestId, Command)>,
     /// Local clock at the last multicast.
     last_multicast_ns: Option<u64>,
+    /// Local clock when the oldest waiting request arrived.
+    oldest_pending_ns: u64,
     /// A `ProxyFlush` timer is set.
     flush_scheduled: bool,
 }
@@ -78,6 +97,7 @@ impl Sender {
             batching: Batching { max: batching.max.max(1), ..batching },
             pending: Vec::new(),
             last_multicast_ns: None,
+            oldest_pending_ns: 0,
             flush_scheduled: false,
         }
     }
@@ -115,23 +135,55 @@ impl Sender {
         });
         flight.origin = origin;
         flight.age_ticks = 0;
+        if self.pending.is_empty() {
+            self.oldest_pending_ns = now.local_ns;
+        }
         self.pending.push((id, command));
-        let elapsed = self.last_multicast_ns.map_or(u64::MAX, |last| now.local_ns.saturating_sub(last));
         let busy = self.inflight.len() > self.batching.above;
-        if !busy || self.pending.len() >= self.batching.max || elapsed >= self.batching.window_ns {
+        if !busy || self.batch_ready(now) {
             self.multicast(now, out);
         } else if !self.flush_scheduled {
             self.flush_scheduled = true;
-            out.set_timer(Timer::ProxyFlush, self.batching.window_ns - elapsed);
+            out.set_timer(Timer::ProxyFlush, self.until_ready(now));
         }
     }
 
-    /// The batch window closed: multicasts what waits.
+    /// A flush timer: multicasts what waits if the batch is ready, else waits on.
     pub fn on_flush_timer(&mut self, now: ClockReading, out: &mut Outbox<Nezha>) {
         self.flush_scheduled = false;
-        if !self.pending.is_empty() {
-            self.multicast(now, out);
+        if self.pending.is_empty() {
+            return;
         }
+        if self.batch_ready(now) {
+            self.multicast(now, out);
+        } else {
+            self.flush_scheduled = true;
+            out.set_timer(Timer::ProxyFlush, self.until_ready(now));
+        }
+    }
+
+    /// Whether the waiting batch leaves now: it is full; or a window has passed since the last
+    /// multicast and it holds its share of the requests in flight; or it waited its longest.
+    fn batch_ready(&self, now: ClockReading) -> bool {
+        let window = self.batching.window_ns;
+        self.pending.len() >= self.batching.max
+            || (self.since_multicast(now) >= window && self.pending.len() >= self.batching.target(self.inflight.len()))
+            || now.local_ns.saturating_sub(self.oldest_pending_ns) >= window * Batching::WAIT_WINDOWS_MAX
+    }
+
+    /// When to look again: at the window's end, then at the longest wait.
+    fn until_ready(&self, now: ClockReading) -> u64 {
+        let window = self.batching.window_ns;
+        let since = self.since_multicast(now);
+        if since < window {
+            return window - since;
+        }
+        let waited = now.local_ns.saturating_sub(self.oldest_pending_ns);
+        (window * Batching::WAIT_WINDOWS_MAX).saturating_sub(waited).max(1)
+    }
+
+    fn since_multicast(&self, now: ClockReading) -> u64 {
+        self.last_multicast_ns.map_or(u64::MAX, |last| now.local_ns.saturating_sub(last))
     }
 
     fn multicast(&mut self, now: ClockReading, out: &mut Outbox<Nezha>) {
@@ -297,6 +349,7 @@ impl Proxy {
             max: config.proxy_batch_max,
             window_ns: config.proxy_batch_window_ns,
             above: config.proxy_batch_above,
+            per_round_trip: config.proxy_batches_per_round_trip,
         };
         Proxy {
             heartbeat_ns: config.heartbeat_ns,

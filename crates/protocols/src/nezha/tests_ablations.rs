@@ -50,7 +50,7 @@ fn send(sender: &mut Sender, at_ns: u64, number: u64, out: &mut Outbox<Nezha>) {
 fn a_busy_sender_batches_within_its_window() {
     // Goal: with more requests in flight than `above`, requests arriving within the window of
     // the last multicast wait and leave together, at the window's end or when the batch is full.
-    let mut sender = sender(Batching { max: 3, window_ns: 100_000, above: 0 });
+    let mut sender = sender(Batching { max: 3, window_ns: 100_000, above: 0, per_round_trip: 0 });
     let mut out = Outbox::default();
     send(&mut sender, 1_000_000, 1, &mut out); // nothing sent before: at once
     send(&mut sender, 1_010_000, 2, &mut out); // within the window: waits, timer set
@@ -68,10 +68,32 @@ fn a_busy_sender_batches_within_its_window() {
 }
 
 #[test]
+fn a_queued_sender_waits_for_its_share_of_what_is_in_flight() {
+    // Goal: past the window, a batch also waits until it holds 1/`per_round_trip` of the
+    // requests in flight (so batches grow when replies are slow to come), but never longer
+    // than ten windows.
+    let mut sender = sender(Batching { max: 64, window_ns: 100_000, above: 0, per_round_trip: 2 });
+    let mut out = Outbox::default();
+    send(&mut sender, 0, 1, &mut out);
+    for number in 2..=6 {
+        send(&mut sender, 10_000 + number, number, &mut out);
+    }
+    sender.on_flush_timer(ClockReading::exact(100_000), &mut out);
+    assert_eq!(multicasts(&out).0, vec![1, 5], "at the window's end five of six in flight leave");
+    send(&mut sender, 210_000, 7, &mut out);
+    send(&mut sender, 220_000, 8, &mut out);
+    sender.on_flush_timer(ClockReading::exact(400_000), &mut out);
+    assert_eq!(multicasts(&out).0, vec![1, 5], "two of eight in flight wait past the window");
+    sender.on_flush_timer(ClockReading::exact(1_210_000), &mut out);
+    assert_eq!(multicasts(&out).0, vec![1, 5, 2], "ten windows at most");
+    sender.check_invariants();
+}
+
+#[test]
 fn a_lightly_loaded_sender_sends_each_request_at_once() {
     // Goal: batching costs no latency at low load: with at most `above` requests in flight,
     // each request is multicast at once even inside the window.
-    let mut sender = sender(Batching { max: 64, window_ns: 100_000, above: 4 });
+    let mut sender = sender(Batching { max: 64, window_ns: 100_000, above: 4, per_round_trip: 0 });
     let mut out = Outbox::default();
     for number in 1..=4 {
         send(&mut sender, 1_000_000 + number * 1_000, number, &mut out);
