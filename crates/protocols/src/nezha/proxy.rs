@@ -140,23 +140,25 @@ impl Sender {
         }
         self.pending.push((id, command));
         let busy = self.inflight.len() > self.batching.above;
-        if !busy || self.batch_ready(now) {
+        if busy {
+            self.flush_or_wait(now, out);
+        } else {
             self.multicast(now, out);
-        } else if !self.flush_scheduled {
-            self.flush_scheduled = true;
-            out.set_timer(Timer::ProxyFlush, self.until_ready(now));
         }
     }
 
     /// A flush timer: multicasts what waits if the batch is ready, else waits on.
     pub fn on_flush_timer(&mut self, now: ClockReading, out: &mut Outbox<Nezha>) {
         self.flush_scheduled = false;
-        if self.pending.is_empty() {
-            return;
+        if !self.pending.is_empty() {
+            self.flush_or_wait(now, out);
         }
+    }
+
+    fn flush_or_wait(&mut self, now: ClockReading, out: &mut Outbox<Nezha>) {
         if self.batch_ready(now) {
             self.multicast(now, out);
-        } else {
+        } else if !self.flush_scheduled {
             self.flush_scheduled = true;
             out.set_timer(Timer::ProxyFlush, self.until_ready(now));
         }

@@ -461,14 +461,17 @@ impl Replica {
         }
     }
 
+    /// Whether `id` holds a synced position here or the client table says it ran.
+    pub(super) fn appended_or_executed(&self, id: RequestId) -> bool {
+        self.positions.contains_key(&id) || self.clients.get(&id.client).is_some_and(|(number, _)| *number >= id.number)
+    }
+
     /// The leader appends entries, executes them, fast-replies with the results and announces
     /// the new positions to the followers.
     pub(super) fn leader_append(&mut self, entries: Vec<(Entry, Footprint)>, out: &mut Outbox<Nezha>) {
         assert!(self.is_leader() && self.status == Status::Normal, "only a normal leader appends");
         for (mut entry, print) in entries {
-            if self.positions.contains_key(&entry.id)
-                || self.clients.get(&entry.id.client).is_some_and(|(number, _)| *number >= entry.id.number)
-            {
+            if self.appended_or_executed(entry.id) {
                 self.stats.drop_input("released a request already appended or executed");
                 continue;
             }

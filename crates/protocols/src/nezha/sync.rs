@@ -263,9 +263,7 @@ impl Replica {
     /// precedes go back to the late-buffer.
     pub(super) fn keep_unsynced(&mut self, now: ClockReading, slots: VecDeque<Slot>, transferred: &[Entry]) {
         for slot in slots {
-            let id = slot.entry.id;
-            let executed = self.clients.get(&id.client).is_some_and(|(number, _)| *number >= id.number);
-            if self.positions.contains_key(&id) || executed {
+            if self.appended_or_executed(slot.entry.id) {
                 continue;
             }
             self.conflicts.add(&slot.entry, &slot.print);
