@@ -60,6 +60,10 @@ pub struct SimArgs {
     /// Clock error bound every clock claims, e.g. 10us.
     #[arg(long, value_parser = parse::duration_ns)]
     clock_error: Option<u64>,
+    /// Run each client on one machine with one of the protocol's extra nodes (Nezha: proxies as
+    /// sidecars of their clients).
+    #[arg(long)]
+    colocate_clients: bool,
     /// Protocol option key=value (repeatable), e.g. --set batch_max=16.
     #[arg(long = "set", value_parser = parse::protocol_option)]
     protocol_options: Vec<(String, toml::Value)>,
@@ -147,6 +151,7 @@ fn build_config(args: &SimArgs, seeds_mode: bool) -> Result<SimConfig, String> {
     if args.no_check {
         config.check_linearizability = false;
     }
+    config.colocate_clients |= args.colocate_clients;
     config.validate()?;
     Ok(config)
 }

@@ -43,6 +43,9 @@ pub struct NodeSpec {
     pub site: usize,
     /// For replicas, the shard whose keys it holds.
     pub shard: Option<usize>,
+    /// The machine it runs on, when it shares one with other nodes (messages between them
+    /// cross loopback, not the network); `None`: a machine of its own.
+    pub machine: Option<usize>,
 }
 
 /// Who is who in a cluster: the same for every node and for the driver.
@@ -115,6 +118,11 @@ impl Topology {
     /// The shard holding `key`: a fixed hash, the same in every process and every run.
     pub fn shard_of(&self, key: &[u8]) -> usize {
         shard_of_key(key, self.shards.len())
+    }
+
+    /// Whether two nodes run on one machine.
+    pub fn same_machine(&self, a: NodeId, b: NodeId) -> bool {
+        self.node(a).machine.is_some() && self.node(a).machine == self.node(b).machine
     }
 
     /// Expected one-way delay between two nodes' sites.

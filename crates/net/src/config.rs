@@ -242,7 +242,13 @@ impl ClusterFile {
         let mut nodes = Vec::new();
         let mut entry_of = Vec::new();
         for &entry in &replicas {
-            nodes.push(NodeSpec { id: NodeId(nodes.len() as u32), role: Role::Replica, site: 0, shard: Some(0) });
+            nodes.push(NodeSpec {
+                id: NodeId(nodes.len() as u32),
+                role: Role::Replica,
+                site: 0,
+                shard: Some(0),
+                machine: None,
+            });
             entry_of.push(entry);
         }
         let mut unused: Vec<usize> = (0..self.nodes.len())
@@ -253,7 +259,7 @@ impl ClusterFile {
                 return Err(ConfigError::Invalid(format!("{} needs a node with role {role:?}", P::NAME)));
             };
             let entry = unused.remove(at);
-            nodes.push(NodeSpec { id: NodeId(nodes.len() as u32), role, site: 0, shard: None });
+            nodes.push(NodeSpec { id: NodeId(nodes.len() as u32), role, site: 0, shard: None, machine: None });
             entry_of.push(entry);
         }
         if let Some(&extra) = unused.first() {
@@ -272,12 +278,22 @@ impl ClusterFile {
                 )));
             }
             for _ in 0..clients {
-                nodes.push(NodeSpec { id: NodeId(nodes.len() as u32), role: Role::Client, site: 0, shard: None });
+                nodes.push(NodeSpec {
+                    id: NodeId(nodes.len() as u32),
+                    role: Role::Client,
+                    site: 0,
+                    shard: None,
+                    machine: None,
+                });
                 entry_of.push(entry);
             }
         }
         for entry in entry_of.iter_mut() {
             *entry = self.hosting_entry(*entry)?;
+        }
+        // Nodes in one process share a machine: a gateway's clients prefer the proxies it hosts.
+        for (node, &entry) in nodes.iter_mut().zip(&entry_of) {
+            node.machine = Some(entry);
         }
         let f = (replicas.len() - 1) / 2;
         let topology = Topology {
@@ -376,6 +392,12 @@ mod tests {
         let placement = file.placement::<Nezha>(&config).expect("placement");
         let proxy_node = placement.topology.nodes.iter().position(|n| n.role == Role::Proxy).expect("a proxy");
         assert_eq!(placement.entry_of[proxy_node], gateway);
+        let client = placement.topology.with_role(Role::Client).next().expect("a client");
+        assert!(
+            placement.topology.same_machine(client, NodeId(proxy_node as u32)),
+            "a hosted proxy shares its host's machine"
+        );
+        assert!(!placement.topology.same_machine(client, NodeId(0)), "a replica runs on a machine of its own");
         assert_eq!(ClusterFile::parse(&file.to_toml()).expect("round trip"), file);
     }
 

@@ -97,7 +97,7 @@ pub fn topology(replicas: usize, clients: usize) -> Topology {
     for index in 0..replicas + clients {
         let id = NodeId(u32::try_from(index).expect("node ids fit in u32"));
         let (role, shard) = if index < replicas { (Role::Replica, Some(0)) } else { (Role::Client, None) };
-        nodes.push(NodeSpec { id, role, site: 0, shard });
+        nodes.push(NodeSpec { id, role, site: 0, shard, machine: None });
     }
     let shard: Destinations = nodes.iter().take(replicas).map(|n| n.id).collect();
     Topology {

@@ -4,9 +4,11 @@
 //!
 //! Table 1: protocol × replicas × offered load (open loop) → throughput, p50, p99, fast-path
 //! ratio; then each protocol's saturation throughput and Nezha's ratio to it. Nezha runs with 8
-//! proxies batching requests (its default), with 8 proxies sending each request alone, with the
-//! quorum check at the leader (the paper's No-QC-Offloading ablation), and without proxies. Multi-Paxos runs twice: with ordo's batching (its default) and with one
-//! request per `Prepare` (the leader load `2(2f+1)` of the paper's baseline, Tab. 1).
+//! proxies batching requests (its default), with the same 8 proxies as sidecars on the clients'
+//! machines (§3's co-located deployment, how `ordo cluster up` runs them), with 8 proxies sending
+//! each request alone, with the quorum check at the leader (the paper's No-QC-Offloading
+//! ablation), and without proxies. Multi-Paxos runs twice: with ordo's batching (its default)
+//! and with one request per `Prepare` (the leader load `2(2f+1)` of the paper's baseline, Tab. 1).
 //! Table 1b: saturation of Nezha and both Multi-Paxos with 2,000 clients, so that the nodes,
 //! not the clients, set the limit.
 //! Table 2: Nezha with clock error bounds of 1 µs … 1 ms (every clock reading off by up to the
@@ -32,15 +34,22 @@ struct Variant {
     label: &'static str,
     protocol: &'static str,
     options: &'static str,
+    /// Clients share machines with the proxies (`SimConfig::colocate_clients`).
+    sidecar: bool,
 }
 
-const VARIANTS: [Variant; 6] = [
-    Variant { label: "nezha", protocol: "nezha", options: "proxies = 8" },
-    Variant { label: "nezha-nobatch", protocol: "nezha", options: "proxies = 8\nproxy_batch_window_ns = 0" },
-    Variant { label: "nezha-leaderqc", protocol: "nezha", options: "proxies = 8\nquorum_check_at_leader = true" },
-    Variant { label: "nezha-noproxy", protocol: "nezha", options: "proxies = 0" },
-    Variant { label: "multipaxos", protocol: "multipaxos", options: "" },
-    Variant { label: "multipaxos-b1", protocol: "multipaxos", options: "batch_max = 1" },
+const fn variant(label: &'static str, protocol: &'static str, options: &'static str) -> Variant {
+    Variant { label, protocol, options, sidecar: false }
+}
+
+const VARIANTS: [Variant; 7] = [
+    variant("nezha", "nezha", "proxies = 8"),
+    Variant { sidecar: true, ..variant("nezha-sidecar", "nezha", "proxies = 8") },
+    variant("nezha-nobatch", "nezha", "proxies = 8\nproxy_batch_window_ns = 0"),
+    variant("nezha-leaderqc", "nezha", "proxies = 8\nquorum_check_at_leader = true"),
+    variant("nezha-noproxy", "nezha", "proxies = 0"),
+    variant("multipaxos", "multipaxos", ""),
+    variant("multipaxos-b1", "multipaxos", "batch_max = 1"),
 ];
 
 const CLIENTS: usize = 200;
@@ -50,11 +59,11 @@ const CLIENTS: usize = 200;
 /// replicas before any node's CPU saturates; table 1b uses enough clients to find the nodes' limit.
 const MANY_CLIENTS: usize = 2000;
 
-fn config(replicas: usize, offered_ops: f64, options: &str, duration_ns: u64) -> SimConfig {
-    config_with(CLIENTS, replicas, offered_ops, options, duration_ns)
+fn config(replicas: usize, offered_ops: f64, variant: &Variant, duration_ns: u64) -> SimConfig {
+    config_with(CLIENTS, replicas, offered_ops, variant, duration_ns)
 }
 
-fn config_with(clients: usize, replicas: usize, offered_ops: f64, options: &str, duration_ns: u64) -> SimConfig {
+fn config_with(clients: usize, replicas: usize, offered_ops: f64, variant: &Variant, duration_ns: u64) -> SimConfig {
     let mut workload = WorkloadSpec::from_name("uniform:1000").expect("known workload");
     workload.rate_per_client = Some(offered_ops / clients as f64);
     SimConfig {
@@ -64,7 +73,8 @@ fn config_with(clients: usize, replicas: usize, offered_ops: f64, options: &str,
         duration_ns,
         workload,
         check_linearizability: false,
-        protocol: toml::from_str(options).expect("options parse"),
+        protocol: toml::from_str(variant.options).expect("options parse"),
+        colocate_clients: variant.sidecar,
         ..SimConfig::default()
     }
 }
@@ -87,7 +97,7 @@ fn main() {
     for replicas in [3, 5, 9] {
         for variant in &VARIANTS {
             for &load in loads {
-                let report = with_protocol(variant.protocol, Run(config(replicas, load, variant.options, duration_ns)))
+                let report = with_protocol(variant.protocol, Run(config(replicas, load, variant, duration_ns)))
                     .expect("registered");
                 let fast = report.fast_path_ratio.map_or("-".to_string(), |r| format!("{r:.2}"));
                 println!(
@@ -128,6 +138,8 @@ fn main() {
     let pairs = [
         ("nezha", "multipaxos"),
         ("nezha", "multipaxos-b1"),
+        ("nezha-sidecar", "multipaxos"),
+        ("nezha-sidecar", "multipaxos-b1"),
         ("nezha-nobatch", "multipaxos"),
         ("nezha-nobatch", "multipaxos-b1"),
         ("nezha-leaderqc", "nezha"),
@@ -146,7 +158,7 @@ fn main() {
     for replicas in [3, 5, 9] {
         for &load in loads {
             let key = |label| p50[&(replicas, label, load as u64)];
-            for mine in ["nezha", "nezha-noproxy"] {
+            for mine in ["nezha", "nezha-sidecar", "nezha-noproxy"] {
                 let (mine_ops, mine_p50) = key(mine);
                 for other in ["multipaxos", "multipaxos-b1"] {
                     let (other_ops, other_p50) = key(other);
@@ -171,30 +183,29 @@ fn main() {
 fn many_clients_table(duration_ns: u64) {
     println!("Table 1b: saturation with {MANY_CLIENTS} clients (open loop, offered above every protocol's limit)");
     let runs = [
-        ("nezha", "nezha", "proxies = 8", 1_200_000.0),
-        ("multipaxos", "multipaxos", "", 400_000.0),
-        ("multipaxos-b1", "multipaxos", "batch_max = 1", 200_000.0),
+        (&VARIANTS[0], 1_200_000.0),
+        (&VARIANTS[1], 1_200_000.0),
+        (&VARIANTS[5], 400_000.0),
+        (&VARIANTS[6], 200_000.0),
     ];
-    println!(
-        "{:>8} {:>14} {:>14} {:>14}   nezha / multipaxos, / multipaxos-b1",
-        "replicas", "nezha", "multipaxos", "multipaxos-b1"
-    );
+    print!("{:>8}", "replicas");
+    for (variant, _) in &runs {
+        print!(" {:>14}", variant.label);
+    }
+    println!("   nezha / multipaxos, / multipaxos-b1; nezha-sidecar / the same");
     for replicas in [3, 5, 9] {
         let ops: Vec<f64> = runs
             .iter()
-            .map(|(_, protocol, options, offered)| {
-                let config = config_with(MANY_CLIENTS, replicas, *offered, options, duration_ns);
-                with_protocol(protocol, Run(config)).expect("registered").throughput_ops_per_s
+            .map(|(variant, offered)| {
+                let config = config_with(MANY_CLIENTS, replicas, *offered, variant, duration_ns);
+                with_protocol(variant.protocol, Run(config)).expect("registered").throughput_ops_per_s
             })
             .collect();
-        println!(
-            "{replicas:>8} {:>14.0} {:>14.0} {:>14.0}   {:.2}, {:.2}",
-            ops[0],
-            ops[1],
-            ops[2],
-            ops[0] / ops[1],
-            ops[0] / ops[2]
-        );
+        print!("{replicas:>8}");
+        for value in &ops {
+            print!(" {value:>14.0}");
+        }
+        println!("   {:.2}, {:.2}; {:.2}, {:.2}", ops[0] / ops[2], ops[0] / ops[3], ops[1] / ops[2], ops[1] / ops[3]);
     }
 }
 

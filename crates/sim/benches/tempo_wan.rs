@@ -85,7 +85,13 @@ fn throughput() {
     // 1 ns per byte), serial per node.
     let sites: Vec<String> = (0..5).map(|i| format!("site{i}")).collect();
     let one_way: Vec<Vec<u64>> = (0..5).map(|i| (0..5).map(|j| if i == j { 0 } else { 250_000 }).collect()).collect();
-    let latency = LatencyModel { sites, one_way_ns: one_way, jitter_mean_ns: 10_000, local_ns: 40_000 };
+    let latency = LatencyModel {
+        sites,
+        one_way_ns: one_way,
+        jitter_mean_ns: 10_000,
+        local_ns: 40_000,
+        ..LatencyModel::default()
+    };
     println!("\nThroughput, 5 sites 0.5 ms apart, CPU model, conflict:0.02, 4 KB values (as Fig. 7), 1s simulated");
     println!("{:<12} {:>8} {:>12} {:>8} {:>8} {:>10}", "protocol", "clients", "ops/s", "p50 ms", "p99 ms", "max cpu%");
     let mut best = std::collections::BTreeMap::new();

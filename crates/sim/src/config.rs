@@ -91,6 +91,10 @@ pub struct SimConfig {
     pub check_linearizability: bool,
     /// Protocol options, as the protocol's `Config` in TOML form.
     pub protocol: toml::Table,
+    /// Runs client c on one machine with the protocol's c-th extra node modulo their count (for
+    /// Nezha: each proxy a sidecar of its clients, the paper's co-located deployment, §3);
+    /// messages within a machine take `latency.machine_ns`.
+    pub colocate_clients: bool,
 }
 
 impl Default for SimConfig {
@@ -111,6 +115,7 @@ impl Default for SimConfig {
             check_invariants: true,
             check_linearizability: true,
             protocol: toml::Table::new(),
+            colocate_clients: false,
         }
     }
 }

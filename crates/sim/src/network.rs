@@ -15,7 +15,13 @@ pub struct LatencyModel {
     pub jitter_mean_ns: u64,
     /// One-way delay between two nodes of the same site when the matrix says 0, in ns.
     pub local_ns: u64,
+    /// One-way delay between two nodes on one machine (loopback, no jitter), in ns.
+    pub machine_ns: u64,
 }
+
+/// Loopback: the kernel's cost of a datagram is in the CPU model (about 3 µs each way,
+/// specs/dependencies.md §1); what remains is a wake-up of the receiving process.
+const MACHINE_NS: u64 = 5_000;
 
 impl Default for LatencyModel {
     /// A LAN: one site, 40 µs one way plus a 10 µs mean exponential tail.
@@ -25,6 +31,7 @@ impl Default for LatencyModel {
             one_way_ns: vec![vec![40_000]],
             jitter_mean_ns: 10_000,
             local_ns: 40_000,
+            machine_ns: MACHINE_NS,
         }
     }
 }
@@ -62,6 +69,7 @@ impl LatencyModel {
             one_way_ns: matrix.iter().map(|row| row.iter().map(|&ms| to_ns(ms)).collect()).collect(),
             jitter_mean_ns: file.jitter_mean_ms.map_or(0, |ms| (ms * NANOS_PER_MS) as u64),
             local_ns,
+            machine_ns: MACHINE_NS,
         };
         model.validate()?;
         Ok(model)

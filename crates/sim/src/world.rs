@@ -196,16 +196,23 @@ fn build_topology<P: Protocol>(config: &SimConfig, protocol_config: &P::Config) 
         let mut members = Vec::new();
         for rank in 0..config.replicas {
             let id = NodeId(nodes.len() as u32);
-            nodes.push(NodeSpec { id, role: Role::Replica, site: rank % sites, shard: Some(shard) });
+            nodes.push(NodeSpec { id, role: Role::Replica, site: rank % sites, shard: Some(shard), machine: None });
             members.push(id);
         }
         shards.push(members.into());
     }
-    for (index, role) in P::extra_roles(config.replicas, protocol_config).into_iter().enumerate() {
-        nodes.push(NodeSpec { id: NodeId(nodes.len() as u32), role, site: index % sites, shard: None });
+    let extra_roles = P::extra_roles(config.replicas, protocol_config);
+    let extras = extra_roles.len();
+    let colocated = config.colocate_clients && extras > 0;
+    for (index, role) in extra_roles.into_iter().enumerate() {
+        let machine = colocated.then_some(index);
+        nodes.push(NodeSpec { id: NodeId(nodes.len() as u32), role, site: index % sites, shard: None, machine });
     }
     for client in 0..config.clients {
-        nodes.push(NodeSpec { id: NodeId(nodes.len() as u32), role: Role::Client, site: client % sites, shard: None });
+        // A co-located client shares its extra node's machine, hence its site.
+        let (site, machine) =
+            if colocated { ((client % extras) % sites, Some(client % extras)) } else { (client % sites, None) };
+        nodes.push(NodeSpec { id: NodeId(nodes.len() as u32), role: Role::Client, site, shard: None, machine });
     }
     Topology {
         nodes,
@@ -706,8 +713,13 @@ impl<P: Protocol> World<P> {
     }
 
     fn delay_ns(&mut self, from: NodeId, to: NodeId) -> u64 {
-        let base = self.config.latency.base_ns(self.nodes[from.index()].spec.site, self.nodes[to.index()].spec.site);
-        let jitter = self.jitter.as_ref().map_or(0.0, |j| j.sample(&mut self.network_rng)) as u64;
+        let (base, jitter) = if self.topology.same_machine(from, to) {
+            (self.config.latency.machine_ns, 0)
+        } else {
+            let sites = (self.nodes[from.index()].spec.site, self.nodes[to.index()].spec.site);
+            let jitter = self.jitter.as_ref().map_or(0.0, |j| j.sample(&mut self.network_rng)) as u64;
+            (self.config.latency.base_ns(sites.0, sites.1), jitter)
+        };
         let mut extra = 0;
         for &(_, probability, delay_max_ns) in &self.network_faults.reorder {
             if self.network_rng.random_bool(probability) {

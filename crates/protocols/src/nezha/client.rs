@@ -32,13 +32,23 @@ pub struct Client {
     stats: NodeStats,
 }
 
+/// Which proxy a client tries first: one on its own machine if there is any (a sidecar, §3's
+/// co-located deployment), else any; among those, one picked by the client's id so that clients
+/// spread over them. Retries go on to the next proxies in turn.
+fn first_proxy(context: &NodeContext<Nezha>, proxies: &[NodeId]) -> usize {
+    let local: Vec<usize> =
+        (0..proxies.len()).filter(|&i| context.topology.same_machine(context.id, proxies[i])).collect();
+    let spread = context.id.index();
+    if local.is_empty() { spread % proxies.len().max(1) } else { local[spread % local.len()] }
+}
+
 impl Client {
     /// A client; it uses the cluster's proxies unless the configuration turns them off.
     pub(crate) fn new(context: NodeContext<Nezha>, flaw: Flaw) -> Self {
         let proxies: Vec<NodeId> =
             if context.config.proxies == 0 { Vec::new() } else { context.topology.with_role(Role::Proxy).collect() };
         let sender = proxies.is_empty().then(|| Sender::new(&context, flaw, Batching::NONE));
-        let proxy_turn = if proxies.is_empty() { 0 } else { context.id.index() % proxies.len() };
+        let proxy_turn = first_proxy(&context, &proxies);
         Client {
             me: context.id,
             id: context.client_id(),

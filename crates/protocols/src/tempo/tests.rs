@@ -28,7 +28,7 @@ fn topology(shards: usize, r: usize, f: usize, client_sites: &[usize]) -> Topolo
         let mut ids = Vec::new();
         for rank in 0..r {
             let id = NodeId(nodes.len() as u32);
-            nodes.push(NodeSpec { id, role: Role::Replica, site: rank, shard: Some(shard) });
+            nodes.push(NodeSpec { id, role: Role::Replica, site: rank, shard: Some(shard), machine: None });
             ids.push(id);
         }
         members.push(Destinations::from(ids));
@@ -36,7 +36,7 @@ fn topology(shards: usize, r: usize, f: usize, client_sites: &[usize]) -> Topolo
     for &site in client_sites {
         assert!(site < r, "a client sits at a replica's site");
         let id = NodeId(nodes.len() as u32);
-        nodes.push(NodeSpec { id, role: Role::Client, site, shard: None });
+        nodes.push(NodeSpec { id, role: Role::Client, site, shard: None, machine: None });
     }
     let site_delay_ns = (0..r).map(|i| (0..r).map(|j| (i.abs_diff(j) as u64) * 1_000_000).collect()).collect();
     Topology { nodes, shards: members, f, sites: (0..r).map(|i| format!("s{i}")).collect(), site_delay_ns }
