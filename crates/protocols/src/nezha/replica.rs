@@ -87,6 +87,9 @@ pub struct Replica {
     pub(super) cv: CrashVector,
     /// State below the first synced entry.
     pub(super) checkpoint: Arc<Checkpoint>,
+    /// Leader: a checkpoint taken (in the view given) but not folded in yet, so that positions
+    /// a follower has not acknowledged can still be resent rather than the whole state.
+    pub(super) unfolded: Option<(u64, Arc<Checkpoint>)>,
     /// Entries agreed with the leader, at positions `checkpoint.position + 1 ..`.
     pub(super) synced: Vec<Slot>,
     /// Entries released here and not yet confirmed by the leader (always empty at the leader).
@@ -179,6 +182,7 @@ impl Replica {
                 state: (context.new_state_machine)().snapshot().into(),
                 clients: Vec::new(),
             }),
+            unfolded: None,
             synced: Vec::new(),
             unsynced: VecDeque::new(),
             positions: BTreeMap::new(),
@@ -571,29 +575,61 @@ impl Replica {
     }
 
     /// Folds executed positions into a checkpoint once an interval's worth accumulated, so
-    /// that the log does not grow without bound.
+    /// that the log does not grow without bound. A follower folds at once. The leader folds a
+    /// checkpoint in only when every follower acknowledged its position, or when the next one is
+    /// due: a lost sync message is then resent from memory, not answered by a state transfer,
+    /// and the leader holds at most two intervals of positions.
     pub(super) fn maybe_checkpoint(&mut self) {
-        let held = self.executed - self.checkpoint.position;
-        if held < self.config.checkpoint_interval {
+        let leading = self.status == Status::Normal && self.is_leader();
+        if self.unfolded.as_ref().is_some_and(|(view, _)| !leading || *view != self.view) {
+            self.unfolded = None;
+        }
+        let since = self.unfolded.as_ref().map_or(self.checkpoint.position, |(_, taken)| taken.position);
+        if let Some((_, taken)) = &self.unfolded {
+            let acknowledged =
+                (0..self.replicas.len()).all(|rank| rank == self.rank || self.acked[rank] >= taken.position);
+            if acknowledged || self.executed - since >= self.config.checkpoint_interval {
+                let (_, taken) = self.unfolded.take().expect("checked above");
+                self.fold(taken);
+            }
+        }
+        if self.executed - since < self.config.checkpoint_interval {
             return;
         }
-        if self.status == Status::Normal && self.is_leader() && self.unannounced <= self.executed {
+        if leading && self.unannounced <= self.executed {
             // Positions are announced from memory: fold them only once announced.
             return;
         }
-        let fold = usize::try_from(held).expect("held positions fit in memory");
-        let mut deadline_max = self.checkpoint.deadline_max;
-        for slot in self.synced.drain(..fold) {
-            deadline_max = deadline_max.max(slot.entry.deadline);
-            self.positions.remove(&slot.entry.id);
+        let taken = self.take_checkpoint();
+        if leading {
+            self.unfolded = Some((self.view, taken));
+        } else {
+            self.fold(taken);
         }
-        self.checkpoint = Arc::new(Checkpoint {
+    }
+
+    /// A checkpoint of the state at `executed`.
+    fn take_checkpoint(&mut self) -> Arc<Checkpoint> {
+        let deadline_max = (self.checkpoint.position + 1..=self.executed)
+            .filter_map(|position| self.slot(position))
+            .map(|slot| slot.entry.deadline)
+            .fold(self.checkpoint.deadline_max, u64::max);
+        self.stats.count("checkpoint");
+        Arc::new(Checkpoint {
             position: self.executed,
             deadline_max,
             state: Bytes::from(self.state_machine.snapshot()),
             clients: self.clients.iter().map(|(client, (number, result))| (*client, *number, result.clone())).collect(),
-        });
-        self.stats.count("checkpoint");
+        })
+    }
+
+    /// Drops the positions `checkpoint` holds from memory and makes it the log's base.
+    fn fold(&mut self, checkpoint: Arc<Checkpoint>) {
+        let fold = usize::try_from(checkpoint.position - self.checkpoint.position).expect("positions fit in memory");
+        for slot in self.synced.drain(..fold) {
+            self.positions.remove(&slot.entry.id);
+        }
+        self.checkpoint = checkpoint;
     }
 
     /// Replaces the state machine and client table with a checkpoint's.

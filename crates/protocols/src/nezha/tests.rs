@@ -6,7 +6,7 @@ use super::hashes::crash_vector_hash;
 use super::messages::{Message, SyncEntry};
 use super::replica::{Replica, Status};
 use super::{Config, Nezha};
-use crate::testkit::{Cluster, topology};
+use crate::testkit::{Cluster, Envelope, topology};
 use ordo_core::{
     ClientId, ClockReading, Command, CommandResult, KvStore, Node, NodeContext, NodeId, Outbox, RequestId, StateMachine,
 };
@@ -549,4 +549,47 @@ fn followers_acknowledge_every_few_positions_and_every_heartbeat() {
     assert!((2..=3).contains(&acks), "one ack per 4 positions, not per sync: {acks} acks for {syncs} syncs");
     cluster.run_for(60_000_000);
     assert!(cluster.status(leader).contains("commit=12"), "{}", cluster.status(leader));
+}
+
+#[test]
+fn syncs_lost_past_a_checkpoint_are_resent_not_transferred() {
+    // Goal (choice 13 in docs/protocols/nezha.md): the leader keeps the positions a follower has
+    // not acknowledged in memory across a checkpoint, so syncs lost to that follower are resent
+    // (the follower holds the bodies already) instead of the whole state; and it still folds
+    // once the next checkpoint is due, so a silent follower pins at most two intervals.
+    // Method: checkpoints every 4 positions; follower 1 loses every sync (and heartbeat) for 6
+    // commits, then hears the leader again.
+    let config = Config { checkpoint_interval: 4, sync_batch_min: 1, view_change_timeout_ns: 200_000_000, ..config() };
+    let mut cluster: Cluster<Nezha> = Cluster::new(3, 1, config);
+    let (client, leader, follower) = (cluster.client(0), cluster.replica(0), cluster.replica(1));
+    let deaf =
+        move |envelope: &Envelope<Nezha>| envelope.to == follower && matches!(envelope.message, Message::Sync { .. });
+    for i in 0..6 {
+        let op = cluster.submit(client, Command::append("k", format!("{i},")));
+        for _ in 0..1_000 {
+            cluster.drop_where(deaf);
+            cluster.deliver_all_where(|envelope| !deaf(envelope));
+            if cluster.result(op).is_some() {
+                break;
+            }
+            cluster.advance(50_000);
+        }
+        assert!(cluster.result(op).is_some(), "op {i} commits on the leader and follower 2");
+    }
+    assert!(cluster.stats(leader).events.contains_key("checkpoint"), "{:?}", cluster.stats(leader));
+    let status = cluster.status(follower);
+    assert!(status.contains("sync=0"), "the deaf follower caught up by a state transfer: {status}");
+    commit_all(&mut cluster, client, 1);
+    cluster.run_for(5_000_000);
+    assert!(cluster.status(follower).contains("sync=7"), "{}", cluster.status(follower));
+    assert!(!cluster.stats(leader).events.contains_key("state_transfer"), "{:?}", cluster.stats(leader));
+    // A follower that stays silent: the leader folds when the next checkpoint is due.
+    cluster.isolate(follower);
+    commit_all(&mut cluster, client, 12);
+    let status = cluster.status(leader);
+    let field = |name: &str| -> u64 {
+        let value = status.split_whitespace().find_map(|f| f.strip_prefix(name)).expect("status field");
+        value.parse().expect("a number")
+    };
+    assert!(field("log=") - field("base=") <= 2 * 4, "at most two intervals in memory: {status}");
 }
