@@ -54,6 +54,12 @@ impl Batching {
     }
 }
 
+/// Ticks (heartbeats, 1 ms by default) after which a request still in flight counts as stale.
+/// Replies come within a round trip plus the replicas' queues, below that unless lost (two
+/// ticks were too few for the quorum check at the leader with 9 replicas, whose median
+/// reaches 4 ms at 100k ops/s).
+const STALE_TICKS: u32 = 4;
+
 /// DOM-S plus the quorum check: stamps each request with send time and latency bound,
 /// multicasts it to every replica and counts the replies.
 pub struct Sender {
@@ -63,6 +69,10 @@ pub struct Sender {
     inflight: BTreeMap<RequestId, InFlight>,
     inflight_max: usize,
     forget_ticks: u32,
+    /// In-flight requests without a reply or resend for `STALE_TICKS` ticks (their messages or
+    /// replies were lost, or the client retries elsewhere): not counted when batches size
+    /// themselves by what is in flight.
+    stale: usize,
     /// Followers (besides the leader) a fast commit needs.
     fast_followers: usize,
     batching: Batching,
@@ -90,6 +100,7 @@ impl Sender {
             inflight: BTreeMap::new(),
             inflight_max: config.proxy_inflight_max,
             forget_ticks: forget_ticks.max(2),
+            stale: 0,
             fast_followers: match flaw {
                 Flaw::None => super::quorum::fast_quorum(context.topology.f) - 1,
                 Flaw::MajorityFastQuorum => context.topology.f,
@@ -134,6 +145,9 @@ impl Sender {
             age_ticks: 0,
         });
         flight.origin = origin;
+        if flight.age_ticks >= STALE_TICKS {
+            self.stale -= 1;
+        }
         flight.age_ticks = 0;
         if self.pending.is_empty() {
             self.oldest_pending_ns = now.local_ns;
@@ -169,7 +183,8 @@ impl Sender {
     fn batch_ready(&self, now: ClockReading) -> bool {
         let window = self.batching.window_ns;
         self.pending.len() >= self.batching.max
-            || (self.since_multicast(now) >= window && self.pending.len() >= self.batching.target(self.inflight.len()))
+            || (self.since_multicast(now) >= window
+                && self.pending.len() >= self.batching.target(self.inflight.len() - self.stale))
             || now.local_ns.saturating_sub(self.oldest_pending_ns) >= window * Batching::WAIT_WINDOWS_MAX
     }
 
@@ -282,7 +297,7 @@ impl Sender {
         for replica in 0..self.replicas.len() {
             self.bound.update(replica, owd_ns);
         }
-        let Some(flight) = self.inflight.remove(&id) else {
+        let Some(flight) = self.remove(&id) else {
             stats.count("commit_after_commit");
             return None;
         };
@@ -297,7 +312,7 @@ impl Sender {
 
     fn maybe_commit(&mut self, id: RequestId, stats: &mut NodeStats) -> Option<(NodeId, Commit)> {
         let commit = self.inflight.get(&id)?.tracker.check(self.f, self.fast_followers)?;
-        let flight = self.inflight.remove(&id).expect("checked above");
+        let flight = self.remove(&id).expect("checked above");
         match commit {
             Commit::Fast(_) => stats.fast_path_commits += 1,
             Commit::Slow(_) => stats.slow_path_commits += 1,
@@ -313,16 +328,27 @@ impl Sender {
             flight.age_ticks += 1;
             flight.age_ticks < forget
         });
+        self.stale = self.inflight.values().filter(|flight| flight.age_ticks >= STALE_TICKS).count();
     }
 
     /// Forgets one request (its client abandoned it).
     pub fn forget(&mut self, id: &RequestId) {
-        self.inflight.remove(id);
+        self.remove(id);
+    }
+
+    fn remove(&mut self, id: &RequestId) -> Option<InFlight> {
+        let flight = self.inflight.remove(id)?;
+        if flight.age_ticks >= STALE_TICKS {
+            self.stale -= 1;
+        }
+        Some(flight)
     }
 
     /// Panics if the sender's bounds are broken.
     pub fn check_invariants(&self) {
         assert!(self.inflight.len() <= self.inflight_max, "in-flight table within its limit");
+        let stale = self.inflight.values().filter(|flight| flight.age_ticks >= STALE_TICKS).count();
+        assert_eq!(self.stale, stale, "stale in-flight requests counted");
         assert!(self.pending.len() < self.batching.max, "a full batch is multicast at once");
         assert!(self.pending.is_empty() || self.flush_scheduled, "a waiting batch has its timer");
         assert!(self.f * 2 < self.replicas.len(), "2f + 1 replicas");

@@ -90,6 +90,35 @@ fn a_queued_sender_waits_for_its_share_of_what_is_in_flight() {
 }
 
 #[test]
+fn requests_without_replies_for_four_ticks_do_not_hold_batches() {
+    // Goal: a batch's share of what is in flight leaves out requests that got no reply or
+    // resend for four ticks (their messages were lost, or the client retries through another
+    // proxy), so loss does not make every batch wait its ten windows (with the eight stale ones
+    // counted, the batch would wait for five); a resend counts again.
+    let mut sender = sender(Batching { max: 64, window_ns: 100_000, above: 0, per_round_trip: 2 });
+    let mut out = Outbox::default();
+    for number in 1..=8 {
+        send(&mut sender, number, number, &mut out);
+    }
+    sender.on_flush_timer(ClockReading::exact(1_000_000), &mut out);
+    assert_eq!(multicasts(&out).0, vec![1, 7], "all eight are multicast");
+    for _ in 0..4 {
+        sender.tick();
+    }
+    sender.check_invariants();
+    send(&mut sender, 4_000_000, 9, &mut out);
+    send(&mut sender, 4_010_000, 10, &mut out);
+    sender.on_flush_timer(ClockReading::exact(4_100_000), &mut out);
+    assert_eq!(
+        multicasts(&out).0,
+        vec![1, 7, 1, 1],
+        "the eight stale requests do not count: one of two live in flight is its share"
+    );
+    send(&mut sender, 4_150_000, 1, &mut out); // a resend, within the window: live again
+    sender.check_invariants(); // the stale count follows (checked against a recount)
+}
+
+#[test]
 fn a_lightly_loaded_sender_sends_each_request_at_once() {
     // Goal: batching costs no latency at low load: with at most `above` requests in flight,
     // each request is multicast at once even inside the window.
