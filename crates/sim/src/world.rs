@@ -201,6 +201,7 @@ fn build_topology<P: Protocol>(config: &SimConfig, protocol_config: &P::Config) 
         }
         shards.push(members.into());
     }
+    let first_extra = nodes.len();
     let extra_roles = P::extra_roles(config.replicas, protocol_config);
     let extras = extra_roles.len();
     let colocated = config.colocate_clients && extras > 0;
@@ -210,8 +211,12 @@ fn build_topology<P: Protocol>(config: &SimConfig, protocol_config: &P::Config) 
     }
     for client in 0..config.clients {
         // A co-located client shares its extra node's machine, hence its site.
-        let (site, machine) =
-            if colocated { ((client % extras) % sites, Some(client % extras)) } else { (client % sites, None) };
+        let (site, machine) = if colocated {
+            let host = &nodes[first_extra + client % extras];
+            (host.site, host.machine)
+        } else {
+            (client % sites, None)
+        };
         nodes.push(NodeSpec { id: NodeId(nodes.len() as u32), role: Role::Client, site, shard: None, machine });
     }
     Topology {

@@ -328,7 +328,11 @@ impl Sender {
             flight.age_ticks += 1;
             flight.age_ticks < forget
         });
-        self.stale = self.inflight.values().filter(|flight| flight.age_ticks >= STALE_TICKS).count();
+        self.stale = self.count_stale();
+    }
+
+    fn count_stale(&self) -> usize {
+        self.inflight.values().filter(|flight| flight.age_ticks >= STALE_TICKS).count()
     }
 
     /// Forgets one request (its client abandoned it).
@@ -347,8 +351,7 @@ impl Sender {
     /// Panics if the sender's bounds are broken.
     pub fn check_invariants(&self) {
         assert!(self.inflight.len() <= self.inflight_max, "in-flight table within its limit");
-        let stale = self.inflight.values().filter(|flight| flight.age_ticks >= STALE_TICKS).count();
-        assert_eq!(self.stale, stale, "stale in-flight requests counted");
+        assert_eq!(self.stale, self.count_stale(), "stale in-flight requests counted");
         assert!(self.pending.len() < self.batching.max, "a full batch is multicast at once");
         assert!(self.pending.is_empty() || self.flush_scheduled, "a waiting batch has its timer");
         assert!(self.f * 2 < self.replicas.len(), "2f + 1 replicas");
