@@ -116,6 +116,9 @@ pub enum Message {
         bound_ns: u64,
         /// The sender clock's claimed error bound (its σ for the OWD estimate).
         sender_error_ns: u64,
+        /// The sender hears fewer replicas than a fast quorum: followers slow-reply even where
+        /// their fast-reply matched the leader's, so the slow path commits without a retry.
+        slow_replies: bool,
     },
     /// Replica → DOM sender: "I appended these", each with the hash of what precedes it (the
     /// fast-replies of one handler to one sender, in one message).

@@ -60,6 +60,13 @@ impl Batching {
 /// reaches 4 ms at 100k ops/s).
 const STALE_TICKS: u32 = 4;
 
+/// Ticks with requests in flight after which a replica that sent no reply counts as unheard.
+/// While fewer replicas than a fast quorum are heard, the sender asks followers for
+/// slow-replies (`Requests::slow_replies`): otherwise, with `f` replicas down, every request
+/// would wait for its client's retry (choice 6 leaves out the slow-replies of followers whose
+/// fast-reply matched).
+const UNHEARD_TICKS: u32 = 2;
+
 /// DOM-S plus the quorum check: stamps each request with send time and latency bound,
 /// multicasts it to every replica and counts the replies.
 pub struct Sender {
@@ -75,6 +82,10 @@ pub struct Sender {
     stale: usize,
     /// Followers (besides the leader) a fast commit needs.
     fast_followers: usize,
+    /// By rank: ticks with requests in flight since the replica's last reply.
+    silent_ticks: Vec<u32>,
+    /// The sender counts replies itself (false when the leader checks quorums).
+    checks_quorums: bool,
     batching: Batching,
     /// Requests waiting for the batch window to close.
     pending: Vec<(RequestId, Command)>,
@@ -93,6 +104,7 @@ impl Sender {
         assert!(!replicas.is_empty(), "a cluster has replicas");
         let config = &context.config;
         let forget_ticks = u32::try_from(config.proxy_forget_ns / config.heartbeat_ns.max(1)).unwrap_or(u32::MAX);
+        let count = replicas.len();
         Sender {
             bound: LatencyBound::new(replicas.len(), config.initial_owd_ns),
             replicas,
@@ -105,6 +117,8 @@ impl Sender {
                 Flaw::None => super::quorum::fast_quorum(context.topology.f) - 1,
                 Flaw::MajorityFastQuorum => context.topology.f,
             },
+            silent_ticks: vec![0; count],
+            checks_quorums: !config.quorum_check_at_leader,
             batching: Batching { max: batching.max.max(1), ..batching },
             pending: Vec::new(),
             last_multicast_ns: None,
@@ -209,6 +223,7 @@ impl Sender {
             send_ns: now.local_ns,
             bound_ns: self.bound.bound_ns(),
             sender_error_ns: now.error_bound_ns,
+            slow_replies: self.wants_slow_replies(),
         };
         self.last_multicast_ns = Some(now.local_ns);
         out.multicast(&self.replicas, message);
@@ -216,6 +231,16 @@ impl Sender {
 
     fn rank(&self, from: NodeId) -> Option<usize> {
         self.replicas.iter().position(|&r| r == from)
+    }
+
+    /// Fewer replicas are heard than a fast quorum: only the slow path can commit.
+    pub fn wants_slow_replies(&self) -> bool {
+        let heard = self.silent_ticks.iter().filter(|&&ticks| ticks < UNHEARD_TICKS).count();
+        self.checks_quorums && heard <= self.fast_followers
+    }
+
+    fn heard(&mut self, rank: usize) {
+        self.silent_ticks[rank] = 0;
     }
 
     fn is_leader(&self, view: u64, rank: usize) -> bool {
@@ -237,6 +262,7 @@ impl Sender {
             return None;
         };
         self.bound.update(rank, owd_ns);
+        self.heard(rank);
         let is_leader = self.is_leader(view, rank);
         let Some(flight) = self.inflight.get_mut(&id) else {
             stats.drop_input("fast-reply for a request not in flight");
@@ -263,6 +289,7 @@ impl Sender {
             return None;
         };
         self.bound.update(rank, owd_ns);
+        self.heard(rank);
         let is_leader = self.is_leader(view, rank);
         let Some(flight) = self.inflight.get_mut(&id) else {
             // Usual: the request committed on the fast path before its sync.
@@ -321,8 +348,14 @@ impl Sender {
     }
 
     /// Ages in-flight requests and forgets those nobody resent for a while (their client gave
-    /// up or retries through another proxy).
+    /// up or retries through another proxy); counts a silent tick for every replica if some
+    /// request was in flight (an idle sender suspects nobody).
     pub fn tick(&mut self) {
+        if !self.inflight.is_empty() {
+            for ticks in &mut self.silent_ticks {
+                *ticks = ticks.saturating_add(1);
+            }
+        }
         let forget = self.forget_ticks;
         self.inflight.retain(|_, flight| {
             flight.age_ticks += 1;

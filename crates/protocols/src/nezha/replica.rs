@@ -14,7 +14,7 @@ use ordo_core::{
 };
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 
 /// What a replica is doing.
@@ -110,6 +110,9 @@ pub struct Replica {
     pub(super) early_ids: BTreeMap<RequestId, (u64, ClientId, u64)>,
     pub(super) late: BTreeMap<RequestId, Entry>,
     pub(super) owd: OwdEstimator,
+    /// DOM senders whose latest multicast asked for slow-replies even where fast-replies
+    /// matched (they hear fewer replicas than a fast quorum); at most one per tracked sender.
+    pub(super) slow_replies_wanted: BTreeSet<NodeId>,
     /// Follower: sync positions received beyond the sync-point.
     pub(super) pending_sync: BTreeMap<u64, SyncEntry>,
     /// Leader: each replica's sync-point as last acknowledged in this view.
@@ -196,6 +199,7 @@ impl Replica {
             early_ids: BTreeMap::new(),
             late: BTreeMap::new(),
             owd: OwdEstimator::new(options),
+            slow_replies_wanted: BTreeSet::new(),
             pending_sync: BTreeMap::new(),
             acked: vec![0; n],
             acked_last_tick: vec![0; n],
@@ -289,14 +293,15 @@ impl Replica {
     /// A DOM batch: one OWD sample for the message, then each request to the early-buffer,
     /// the late-buffer or (a duplicate) its previous reply.
     #[allow(clippy::too_many_arguments)]
+    /// A DOM multicast, with the sender's clock at sending and that clock's error bound.
     fn on_requests(
         &mut self,
         now: ClockReading,
         from: NodeId,
         requests: Vec<(RequestId, Command)>,
-        send_ns: u64,
-        bound_ns: u64,
-        sender_error_ns: u64,
+        (send_ns, sender_error_ns): (u64, u64),
+        stamp: Stamp,
+        slow_replies: bool,
         out: &mut Outbox<Nezha>,
     ) -> Result<(), &'static str> {
         if self.status != Status::Normal {
@@ -305,10 +310,11 @@ impl Replica {
         if self.rank_of(from).is_some() {
             return Err("request from a replica");
         }
-        if !self.owd.record(from, send_ns, now.local_ns, sender_error_ns) {
+        if self.owd.record(from, send_ns, now.local_ns, sender_error_ns) {
+            self.note_slow_replies_wanted(from, slow_replies);
+        } else {
             self.stats.drop_input("owd sample from an untracked sender");
         }
-        let stamp = Stamp { deadline: send_ns.saturating_add(bound_ns), bound_ns };
         for (id, command) in requests {
             if let Err(reason) = self.on_request(now, from, id, command, stamp, out) {
                 self.stats.drop_input(reason);
@@ -316,6 +322,16 @@ impl Replica {
         }
         self.release_due(now, out);
         Ok(())
+    }
+
+    /// Remembers whether `sender` wants slow-replies for requests whose fast-reply matched
+    /// (only for senders the OWD estimator tracks, so the set stays bounded).
+    fn note_slow_replies_wanted(&mut self, sender: NodeId, wanted: bool) {
+        if wanted {
+            self.slow_replies_wanted.insert(sender);
+        } else {
+            self.slow_replies_wanted.remove(&sender);
+        }
     }
 
     fn on_request(
@@ -655,8 +671,9 @@ impl Node<Nezha> for Replica {
 
     fn on_message(&mut self, now: ClockReading, from: NodeId, message: Message, out: &mut Outbox<Nezha>) {
         let handled = match message {
-            Message::Requests { requests, send_ns, bound_ns, sender_error_ns } => {
-                self.on_requests(now, from, requests, send_ns, bound_ns, sender_error_ns, out)
+            Message::Requests { requests, send_ns, bound_ns, sender_error_ns, slow_replies } => {
+                let stamp = Stamp { deadline: send_ns.saturating_add(bound_ns), bound_ns };
+                self.on_requests(now, from, requests, (send_ns, sender_error_ns), stamp, slow_replies, out)
             }
             Message::Sync { view, cv, first, entries, commit } => {
                 self.on_sync(now, from, view, cv, first, entries, commit, out)

@@ -226,7 +226,7 @@ impl Replica {
             let print = self.conflicts.footprint(&entry.command);
             self.conflicts.add(&entry, &print);
             self.positions.insert(entry.id, position);
-            if !matched {
+            if !matched || self.slow_replies_wanted.contains(&entry.reply_to) {
                 to_reply.push(entry.clone());
             }
             newly.push(entry.clone());

@@ -41,6 +41,7 @@ fn request(client: u64, number: u64, send_ns: u64, bound_ns: u64, command: Comma
         send_ns,
         bound_ns,
         sender_error_ns: 0,
+        slow_replies: false,
     }
 }
 
@@ -239,6 +240,25 @@ fn leader_crash_keeps_committed_requests() {
     assert!(cluster.run_until(50_000_000, |c| c.result(read).is_some()));
     let expected: String = (0..20).chain(0..5).map(|i| format!("{i},")).collect();
     assert_eq!(cluster.result(read), Some(&CommandResult::Value(expected.into())));
+}
+
+#[test]
+fn with_f_replicas_down_requests_commit_on_the_slow_path_without_retries() {
+    // Goal: with a follower down no fast quorum can form, and followers whose fast-reply
+    // matched skip their slow-reply (choice 6). Once the sender has not heard the dead follower
+    // for two ticks it asks for slow-replies, so every later request commits on the slow path
+    // without waiting for its client's retry. Method: crash a follower, let the first requests
+    // find out, then count retries and slow commits over the next 20.
+    let mut cluster: Cluster<Nezha> = Cluster::new(3, 1, config());
+    let client = cluster.client(0);
+    commit_all(&mut cluster, client, 5);
+    cluster.crash(cluster.replica(2));
+    commit_all(&mut cluster, client, 3);
+    let retries = |c: &Cluster<Nezha>| c.stats(client).events.get("client_retry").copied().unwrap_or(0);
+    let (retries_before, slow_before) = (retries(&cluster), cluster.stats(client).slow_path_commits);
+    commit_all(&mut cluster, client, 20);
+    assert_eq!(retries(&cluster), retries_before, "no request waited for a retry");
+    assert_eq!(cluster.stats(client).slow_path_commits, slow_before + 20);
 }
 
 #[test]
