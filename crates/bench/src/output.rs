@@ -152,6 +152,66 @@ fn plot_cdf(path: &Path, results: &[PointResult]) -> Result<(), Box<dyn std::err
     Ok(())
 }
 
+/// One named line of a time series plot: `(x, y)` points in x order.
+pub struct Series {
+    /// The legend's label.
+    pub label: String,
+    /// The points.
+    pub points: Vec<(f64, f64)>,
+}
+
+/// Writes a PNG with one line per series (for example throughput per 10 ms around a crash),
+/// both axes linear from zero.
+pub fn plot_series(path: &Path, title: &str, x_desc: &str, y_desc: &str, series: &[Series]) -> Result<(), String> {
+    draw_series_png(path, title, x_desc, y_desc, series).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+fn draw_series_png(
+    path: &Path,
+    title: &str,
+    x_desc: &str,
+    y_desc: &str,
+    series: &[Series],
+) -> Result<(), Box<dyn std::error::Error>> {
+    register_font();
+    let root = BitMapBackend::new(path, (900, 560)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let points = || series.iter().flat_map(|s| s.points.iter());
+    let x_max = points().map(|p| p.0).fold(1e-9, f64::max);
+    let y_max = points().map(|p| p.1).fold(1e-9, f64::max) * 1.1;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 22))
+        .margin(15)
+        .x_label_area_size(45)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0.0..x_max, 0.0..y_max)?;
+    let y_label = |y: &f64| if y_max >= 1e4 { format!("{:.0}k", y / 1e3) } else { format!("{y:.1}") };
+    chart
+        .configure_mesh()
+        .x_desc(x_desc)
+        .y_desc(y_desc)
+        .x_label_formatter(&|x| format!("{x:.0}"))
+        .y_label_formatter(&y_label)
+        .label_style(("sans-serif", 14))
+        .draw()?;
+    for (index, line) in series.iter().enumerate() {
+        let color = Palette99::pick(index).to_rgba();
+        chart
+            .draw_series(LineSeries::new(line.points.clone(), color.stroke_width(2)))?
+            .label(line.label.as_str())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::LowerRight)
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 14))
+        .draw()?;
+    root.present()?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -176,6 +236,10 @@ mod tests {
         assert_eq!(written.len(), 5);
         let png = std::fs::read(dir.join("throughput-latency.png")).expect("png");
         assert!(png.starts_with(b"\x89PNG"));
+        let series = [Series { label: "a".into(), points: vec![(0.0, 1.0), (1.0, 3.0), (2.0, 2.0)] }];
+        let path = dir.join("series.png");
+        plot_series(&path, "title", "x", "y", &series).expect("plotted");
+        assert!(std::fs::read(&path).expect("png").starts_with(b"\x89PNG"));
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
