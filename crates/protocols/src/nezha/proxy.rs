@@ -106,7 +106,7 @@ impl Sender {
         let forget_ticks = u32::try_from(config.proxy_forget_ns / config.heartbeat_ns.max(1)).unwrap_or(u32::MAX);
         let count = replicas.len();
         Sender {
-            bound: LatencyBound::new(replicas.len(), config.initial_owd_ns),
+            bound: LatencyBound::new(count, config.initial_owd_ns),
             replicas,
             f: context.topology.f,
             inflight: BTreeMap::new(),

@@ -293,14 +293,14 @@ impl Replica {
     /// A DOM batch: one OWD sample for the message, then each request to the early-buffer,
     /// the late-buffer or (a duplicate) its previous reply.
     #[allow(clippy::too_many_arguments)]
-    /// A DOM multicast, with the sender's clock at sending and that clock's error bound.
     fn on_requests(
         &mut self,
         now: ClockReading,
         from: NodeId,
         requests: Vec<(RequestId, Command)>,
-        (send_ns, sender_error_ns): (u64, u64),
-        stamp: Stamp,
+        send_ns: u64,
+        bound_ns: u64,
+        sender_error_ns: u64,
         slow_replies: bool,
         out: &mut Outbox<Nezha>,
     ) -> Result<(), &'static str> {
@@ -315,6 +315,7 @@ impl Replica {
         } else {
             self.stats.drop_input("owd sample from an untracked sender");
         }
+        let stamp = Stamp { deadline: send_ns.saturating_add(bound_ns), bound_ns };
         for (id, command) in requests {
             if let Err(reason) = self.on_request(now, from, id, command, stamp, out) {
                 self.stats.drop_input(reason);
@@ -672,8 +673,7 @@ impl Node<Nezha> for Replica {
     fn on_message(&mut self, now: ClockReading, from: NodeId, message: Message, out: &mut Outbox<Nezha>) {
         let handled = match message {
             Message::Requests { requests, send_ns, bound_ns, sender_error_ns, slow_replies } => {
-                let stamp = Stamp { deadline: send_ns.saturating_add(bound_ns), bound_ns };
-                self.on_requests(now, from, requests, (send_ns, sender_error_ns), stamp, slow_replies, out)
+                self.on_requests(now, from, requests, send_ns, bound_ns, sender_error_ns, slow_replies, out)
             }
             Message::Sync { view, cv, first, entries, commit } => {
                 self.on_sync(now, from, view, cv, first, entries, commit, out)
