@@ -126,19 +126,36 @@ fn plot_cdf(path: &Path, results: &[PointResult]) -> Result<(), Box<dyn std::err
         .y_desc("fraction of operations")
         .label_style(("sans-serif", 14))
         .draw()?;
-    for (index, protocol) in protocols(results).iter().enumerate() {
+    let series: Vec<Series> = protocols(results)
+        .into_iter()
+        .filter_map(|protocol| {
+            let best = results
+                .iter()
+                .filter(|r| r.protocol == protocol)
+                .max_by(|a, b| a.throughput_per_s.total_cmp(&b.throughput_per_s))?;
+            let points = best.cdf.iter().map(|&(l, f)| ((l as f64 / 1e3).max(0.01), f)).collect();
+            Some(Series { label: protocol, points })
+        })
+        .collect();
+    draw_lines_with_legend(&mut chart, &series)?;
+    root.present()?;
+    Ok(())
+}
+
+/// Draws each series as a line in its palette colour, with the legend in the lower right.
+fn draw_lines_with_legend<'a, X, Y>(
+    chart: &mut ChartContext<'a, BitMapBackend<'a>, Cartesian2d<X, Y>>,
+    series: &[Series],
+) -> Result<(), Box<dyn std::error::Error>>
+where
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
+    for (index, line) in series.iter().enumerate() {
         let color = Palette99::pick(index).to_rgba();
-        let Some(best) = results
-            .iter()
-            .filter(|r| &r.protocol == protocol)
-            .max_by(|a, b| a.throughput_per_s.total_cmp(&b.throughput_per_s))
-        else {
-            continue;
-        };
-        let line: Vec<(f64, f64)> = best.cdf.iter().map(|&(l, f)| ((l as f64 / 1e3).max(0.01), f)).collect();
         chart
-            .draw_series(LineSeries::new(line, color.stroke_width(2)))?
-            .label(protocol.as_str())
+            .draw_series(LineSeries::new(line.points.iter().copied(), color.stroke_width(2)))?
+            .label(line.label.as_str())
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
     }
     chart
@@ -148,7 +165,6 @@ fn plot_cdf(path: &Path, results: &[PointResult]) -> Result<(), Box<dyn std::err
         .border_style(BLACK)
         .label_font(("sans-serif", 14))
         .draw()?;
-    root.present()?;
     Ok(())
 }
 
@@ -194,20 +210,7 @@ fn draw_series_png(
         .y_label_formatter(&y_label)
         .label_style(("sans-serif", 14))
         .draw()?;
-    for (index, line) in series.iter().enumerate() {
-        let color = Palette99::pick(index).to_rgba();
-        chart
-            .draw_series(LineSeries::new(line.points.clone(), color.stroke_width(2)))?
-            .label(line.label.as_str())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
-    }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .label_font(("sans-serif", 14))
-        .draw()?;
+    draw_lines_with_legend(&mut chart, series)?;
     root.present()?;
     Ok(())
 }

@@ -234,7 +234,7 @@ impl Sender {
     }
 
     /// Fewer replicas are heard than a fast quorum: only the slow path can commit.
-    pub fn wants_slow_replies(&self) -> bool {
+    fn wants_slow_replies(&self) -> bool {
         let heard = self.silent_ticks.iter().filter(|&&ticks| ticks < UNHEARD_TICKS).count();
         self.checks_quorums && heard <= self.fast_followers
     }
