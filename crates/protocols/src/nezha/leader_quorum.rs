@@ -6,7 +6,7 @@
 
 use super::Nezha;
 use super::messages::{FastReply, Message};
-use super::quorum::{Commit, QuorumTracker, fast_quorum};
+use super::quorum::{Commit, QuorumTracker, UNHEARD_TICKS, fast_quorum};
 use super::replica::{Replica, Status};
 use ordo_core::{ClockReading, CommandResult, NodeId, Outbox, RequestId};
 use std::collections::BTreeMap;
@@ -19,9 +19,10 @@ struct Counting {
 }
 
 /// The leader's quorum trackers and the commits it owes the senders.
-#[derive(Default)]
 pub struct LeaderQuorums {
     counting: BTreeMap<RequestId, Counting>,
+    /// By rank: ticks with requests being counted since the follower's last reply.
+    silent_ticks: Vec<u32>,
     /// Per sender: the followers' latest OWD estimates for it, by rank.
     owd: BTreeMap<NodeId, BTreeMap<usize, u64>>,
     /// Commits made by the current handler, per sender (empty between handlers).
@@ -29,6 +30,16 @@ pub struct LeaderQuorums {
 }
 
 impl LeaderQuorums {
+    /// No counts, for a cluster of `replicas`.
+    pub fn new(replicas: usize) -> Self {
+        LeaderQuorums {
+            counting: BTreeMap::new(),
+            silent_ticks: vec![0; replicas],
+            owd: BTreeMap::new(),
+            commits_out: BTreeMap::new(),
+        }
+    }
+
     /// Requests being counted.
     pub fn len(&self) -> usize {
         self.counting.len()
@@ -43,6 +54,7 @@ impl LeaderQuorums {
     pub fn clear(&mut self) {
         self.counting.clear();
         self.commits_out.clear();
+        self.silent_ticks.fill(0);
     }
 
     /// True when no commit waits to be sent.
@@ -78,6 +90,7 @@ impl Replica {
             return Err("replies to a replica that is not the leader of their view");
         }
         let rank = self.rank_of(from).ok_or("replies from a non-replica")?;
+        self.leader_quorums.silent_ticks[rank] = 0;
         self.leader_quorums.owd.entry(about).or_default().insert(rank, owd_ns);
         match replies {
             Ok(fast) => {
@@ -120,6 +133,29 @@ impl Replica {
             Commit::Slow(result) => (result, false),
         };
         quorums.commits_out.entry(origin).or_default().push((id, result, fast));
+    }
+
+    /// Leader, every tick: a silent tick for every follower while requests are being counted
+    /// (an idle leader suspects nobody).
+    pub(super) fn count_silent_followers(&mut self) {
+        let quorums = &mut self.leader_quorums;
+        if !self.config.quorum_check_at_leader || quorums.counting.is_empty() {
+            return;
+        }
+        for ticks in &mut quorums.silent_ticks {
+            *ticks = ticks.saturating_add(1);
+        }
+    }
+
+    /// Leader checking quorums: fewer followers are heard than a fast quorum needs, so only the
+    /// slow path can commit and the syncs ask every follower for slow-replies.
+    pub(super) fn wants_slow_replies(&self) -> bool {
+        if !self.config.quorum_check_at_leader {
+            return false;
+        }
+        let silent = &self.leader_quorums.silent_ticks;
+        let heard = (0..silent.len()).filter(|&rank| rank != self.rank && silent[rank] < UNHEARD_TICKS).count();
+        heard < fast_quorum(self.f) - 1
     }
 
     /// Sends the commits the handler made, one `Commits` per sender.

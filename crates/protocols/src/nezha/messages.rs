@@ -168,6 +168,9 @@ pub enum Message {
         entries: Vec<SyncEntry>,
         /// Positions up to here are committed: followers may execute them.
         commit: u64,
+        /// The leader checks quorums and hears fewer replicas than a fast quorum: followers
+        /// slow-reply to every position, also where their fast-reply matched.
+        slow_replies: bool,
     },
     /// Follower → leader: the follower's sync-point (and that it lacks the body of the next).
     SyncAck {

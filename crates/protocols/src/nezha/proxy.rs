@@ -3,7 +3,7 @@
 
 use super::dom::LatencyBound;
 use super::messages::{FastReply, Message};
-use super::quorum::{Commit, QuorumTracker};
+use super::quorum::{Commit, QuorumTracker, UNHEARD_TICKS};
 use super::{Config, Flaw, Nezha, Timer};
 use ordo_core::{
     ClockReading, Command, CommandResult, Destinations, Node, NodeContext, NodeId, NodeStats, Outbox, RequestId,
@@ -59,13 +59,6 @@ impl Batching {
 /// ticks were too few for the quorum check at the leader with 9 replicas, whose median
 /// reaches 4 ms at 100k ops/s).
 const STALE_TICKS: u32 = 4;
-
-/// Ticks with requests in flight after which a replica that sent no reply counts as unheard.
-/// While fewer replicas than a fast quorum are heard, the sender asks followers for
-/// slow-replies (`Requests::slow_replies`): otherwise, with `f` replicas down, every request
-/// would wait for its client's retry (choice 6 leaves out the slow-replies of followers whose
-/// fast-reply matched).
-const UNHEARD_TICKS: u32 = 2;
 
 /// DOM-S plus the quorum check: stamps each request with send time and latency bound,
 /// multicasts it to every replica and counts the replies.

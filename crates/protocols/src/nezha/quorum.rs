@@ -7,6 +7,13 @@
 use ordo_core::CommandResult;
 use std::collections::BTreeMap;
 
+/// Ticks with requests awaiting replies after which a replica that sent none counts as unheard.
+/// Whoever checks quorums (the DOM sender, or the leader with `quorum_check_at_leader`) asks
+/// followers for slow-replies while it hears fewer replicas than a fast quorum: otherwise, with
+/// `f` replicas down, every request would wait for its client's retry (choice 6 leaves out the
+/// slow-replies of followers whose fast-reply matched).
+pub const UNHEARD_TICKS: u32 = 2;
+
 /// The size of the fast super quorum, leader included: `f + ⌈f/2⌉ + 1`.
 pub fn fast_quorum(f: usize) -> usize {
     f + f.div_ceil(2) + 1

@@ -6,6 +6,7 @@ use super::dom::{EarlyBuffer, EstimatorOptions, OwdEstimator};
 use super::hashes::{ConflictTable, Footprint};
 use super::leader_quorum::LeaderQuorums;
 use super::messages::{Checkpoint, CrashVector, Entry, FastReply, LogImage, Message, SyncEntry};
+use super::sync::SyncBatch;
 use super::{Config, Durable, Nezha, Timer};
 use bytes::Bytes;
 use ordo_core::{
@@ -113,6 +114,9 @@ pub struct Replica {
     /// DOM senders whose latest multicast asked for slow-replies even where fast-replies
     /// matched (they hear fewer replicas than a fast quorum); at most one per tracked sender.
     pub(super) slow_replies_wanted: BTreeSet<NodeId>,
+    /// Follower: the leader's latest sync asked for slow-replies to every position (it checks
+    /// quorums and hears fewer replicas than a fast quorum).
+    pub(super) leader_wants_slow_replies: bool,
     /// Follower: sync positions received beyond the sync-point.
     pub(super) pending_sync: BTreeMap<u64, SyncEntry>,
     /// Leader: each replica's sync-point as last acknowledged in this view.
@@ -200,6 +204,7 @@ impl Replica {
             late: BTreeMap::new(),
             owd: OwdEstimator::new(options),
             slow_replies_wanted: BTreeSet::new(),
+            leader_wants_slow_replies: false,
             pending_sync: BTreeMap::new(),
             acked: vec![0; n],
             acked_last_tick: vec![0; n],
@@ -216,7 +221,7 @@ impl Replica {
             launch: None,
             fast_out: BTreeMap::new(),
             slow_out: BTreeMap::new(),
-            leader_quorums: LeaderQuorums::default(),
+            leader_quorums: LeaderQuorums::new(n),
             replicas,
             config,
         };
@@ -675,8 +680,8 @@ impl Node<Nezha> for Replica {
             Message::Requests { requests, send_ns, bound_ns, sender_error_ns, slow_replies } => {
                 self.on_requests(now, from, requests, send_ns, bound_ns, sender_error_ns, slow_replies, out)
             }
-            Message::Sync { view, cv, first, entries, commit } => {
-                self.on_sync(now, from, view, cv, first, entries, commit, out)
+            Message::Sync { view, cv, first, entries, commit, slow_replies } => {
+                self.on_sync(now, from, view, cv, SyncBatch { first, entries, commit, slow_replies }, out)
             }
             Message::SyncAck { view, cv, sync_point, missing } => {
                 self.on_sync_ack(from, view, cv, sync_point, missing, out)

@@ -10,6 +10,18 @@ use super::{Nezha, Timer};
 use ordo_core::{ClockReading, NodeId, Outbox};
 use std::collections::{BTreeMap, VecDeque};
 
+/// What a `Sync` carries besides its view and crash-vector.
+pub(super) struct SyncBatch {
+    /// Position of the first entry.
+    pub first: u64,
+    /// The positions, in order.
+    pub entries: Vec<SyncEntry>,
+    /// The leader's commit point.
+    pub commit: u64,
+    /// The leader asks for slow-replies to every position.
+    pub slow_replies: bool,
+}
+
 impl Replica {
     /// Leader: announces new positions now if a batch is full, else within `sync_delay_ns`.
     pub(super) fn maybe_announce(&mut self, out: &mut Outbox<Nezha>) {
@@ -31,7 +43,7 @@ impl Replica {
             assert!(!entries.is_empty(), "positions above the checkpoint are in memory");
             let first = self.unannounced;
             self.unannounced += entries.len() as u64;
-            let message = Message::Sync { view: self.view, cv: self.cv.clone(), first, entries, commit: self.commit };
+            let message = self.sync_message(first, entries);
             self.send_all(out, message);
         }
     }
@@ -69,16 +81,26 @@ impl Replica {
             return;
         }
         let entries = self.sync_entries(from, true);
-        self.send_to(
-            out,
-            to,
-            Message::Sync { view: self.view, cv: self.cv.clone(), first: from, entries, commit: self.commit },
-        );
+        let message = self.sync_message(from, entries);
+        self.send_to(out, to, message);
+    }
+
+    /// Leader: a sync of `entries` from position `first` (none: a heartbeat).
+    fn sync_message(&self, first: u64, entries: Vec<SyncEntry>) -> Message {
+        Message::Sync {
+            view: self.view,
+            cv: self.cv.clone(),
+            first,
+            entries,
+            commit: self.commit,
+            slow_replies: self.wants_slow_replies(),
+        }
     }
 
     /// Leader, every tick: resends to followers whose acknowledgement is stuck behind the log,
     /// and a heartbeat to the others.
     fn leader_tick(&mut self, out: &mut Outbox<Nezha>) {
+        self.count_silent_followers();
         let end = self.sync_point();
         for follower in 0..self.replicas.len() {
             if follower == self.rank {
@@ -88,13 +110,7 @@ impl Replica {
             if stuck {
                 self.resend_to(follower, out);
             } else {
-                let heartbeat = Message::Sync {
-                    view: self.view,
-                    cv: self.cv.clone(),
-                    first: end + 1,
-                    entries: Vec::new(),
-                    commit: self.commit,
-                };
+                let heartbeat = self.sync_message(end + 1, Vec::new());
                 self.send_to(out, self.replicas[follower], heartbeat);
             }
         }
@@ -124,18 +140,16 @@ impl Replica {
     }
 
     /// Follower: positions of the leader's log.
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn on_sync(
         &mut self,
         now: ClockReading,
         from: NodeId,
         view: u64,
         cv: CrashVector,
-        first: u64,
-        entries: Vec<SyncEntry>,
-        commit: u64,
+        batch: SyncBatch,
         out: &mut Outbox<Nezha>,
     ) -> Result<(), &'static str> {
+        let SyncBatch { first, entries, commit, slow_replies } = batch;
         let sender = self.rank_of(from).ok_or("sync from a non-replica")?;
         if self.status == Status::Recovering {
             return Err("sync while recovering");
@@ -156,6 +170,7 @@ impl Replica {
         }
         assert!(!self.is_leader(), "followers take syncs");
         self.quiet_ticks = 0;
+        self.leader_wants_slow_replies = slow_replies;
         let heartbeat_or_resend = entries.iter().all(|entry| entry.body.is_some());
         let window_end = self.sync_point() + Replica::pending_sync_max();
         for (offset, entry) in entries.into_iter().enumerate() {
@@ -226,7 +241,7 @@ impl Replica {
             let print = self.conflicts.footprint(&entry.command);
             self.conflicts.add(&entry, &print);
             self.positions.insert(entry.id, position);
-            if !matched || self.slow_replies_wanted.contains(&entry.reply_to) {
+            if !matched || self.leader_wants_slow_replies || self.slow_replies_wanted.contains(&entry.reply_to) {
                 to_reply.push(entry.clone());
             }
             newly.push(entry.clone());

@@ -110,7 +110,14 @@ fn late_request_at_a_follower_is_fixed_by_sync() {
     let sync = |id: RequestId, deadline| SyncEntry { id, deadline, hash: 0, body: None };
     let a = RequestId { client: ClientId(4), number: 1 };
     let b = RequestId { client: ClientId(3), number: 1 };
-    let message = Message::Sync { view: 0, cv, first: 1, entries: vec![sync(a, 100), sync(b, 200)], commit: 0 };
+    let message = Message::Sync {
+        view: 0,
+        cv,
+        first: 1,
+        entries: vec![sync(a, 100), sync(b, 200)],
+        commit: 0,
+        slow_replies: false,
+    };
     let mut out = Outbox::default();
     follower.on_message(clock(320), NodeId(0), message, &mut out);
     assert_eq!(follower.sync_point(), 2);
@@ -249,7 +256,19 @@ fn with_f_replicas_down_requests_commit_on_the_slow_path_without_retries() {
     // for two ticks it asks for slow-replies, so every later request commits on the slow path
     // without waiting for its client's retry. Method: crash a follower, let the first requests
     // find out, then count retries and slow commits over the next 20.
-    let mut cluster: Cluster<Nezha> = Cluster::new(3, 1, config());
+    commit_slowly_without_retries_with_a_follower_down(config());
+}
+
+#[test]
+fn with_the_leader_checking_quorums_and_f_replicas_down_requests_commit_without_retries() {
+    // Goal: the same when the leader checks quorums (the No-QC-Offloading ablation): there the
+    // sender hears only the leader, so the leader, which gets every follower's replies, is the
+    // one to notice the silent follower and to ask the others for slow-replies in its syncs.
+    commit_slowly_without_retries_with_a_follower_down(Config { quorum_check_at_leader: true, ..config() });
+}
+
+fn commit_slowly_without_retries_with_a_follower_down(config: Config) {
+    let mut cluster: Cluster<Nezha> = Cluster::new(3, 1, config);
     let client = cluster.client(0);
     commit_all(&mut cluster, client, 5);
     cluster.crash(cluster.replica(2));
