@@ -136,8 +136,12 @@ pub struct Config {
     pub sync_batch_max: usize,
     /// The leader announces new positions once this many wait (sync batching, §5)...
     pub sync_batch_min: usize,
-    /// ... or this long after the first of them was appended.
+    /// ... or this long after the first of them was appended, when one of them waits for the
+    /// slow path (the leader raised its deadline, or a quorum checker asks for slow-replies)...
     pub sync_delay_ns: u64,
+    /// ... else this long: every waiting position is expected to commit on the fast path, where
+    /// no client waits for its sync, so batches may grow (fewer syncs per follower).
+    pub sync_delay_fast_path_ns: u64,
     /// A follower acknowledges syncs once its sync-point has moved this many positions (and
     /// every heartbeat, resend and missing body): fewer messages for the leader per follower.
     pub sync_ack_every: u64,
@@ -172,8 +176,9 @@ impl Default for Config {
             late_buffer_max: 10_000,
             unsynced_max: 10_000,
             sync_batch_max: 256,
-            sync_batch_min: 64,
+            sync_batch_min: 256,
             sync_delay_ns: 100_000,
+            sync_delay_fast_path_ns: 300_000,
             sync_ack_every: 256,
             checkpoint_interval: 1024,
             client_table_max: 100_000,

@@ -6,7 +6,7 @@ use super::dom::{EarlyBuffer, EstimatorOptions, OwdEstimator};
 use super::hashes::{ConflictTable, Footprint};
 use super::leader_quorum::LeaderQuorums;
 use super::messages::{Checkpoint, CrashVector, Entry, FastReply, LogImage, Message, SyncEntry};
-use super::sync::SyncBatch;
+use super::sync::{AnnounceDelay, SyncBatch};
 use super::{Config, Durable, Nezha, Timer};
 use bytes::Bytes;
 use ordo_core::{
@@ -126,8 +126,11 @@ pub struct Replica {
     pub(super) acked_last_tick: Vec<u64>,
     /// Leader: the first position no sync announced yet.
     pub(super) unannounced: u64,
-    /// Leader: the announce timer is pending.
-    pub(super) announce_scheduled: bool,
+    /// Leader: the announce timer is pending, and whether it runs the short (slow-path) delay.
+    pub(super) announce_scheduled: Option<AnnounceDelay>,
+    /// Leader: a position appended since the last announcement waits for the slow path (the
+    /// leader raised its deadline, so no follower's fast-reply can match).
+    pub(super) slow_path_waiting: bool,
     /// Follower: asked the leader for a body or state since the last tick.
     pub(super) asked_this_tick: bool,
     /// Follower: the sync-point its last `SyncAck` carried.
@@ -209,7 +212,8 @@ impl Replica {
             acked: vec![0; n],
             acked_last_tick: vec![0; n],
             unannounced: 1,
-            announce_scheduled: false,
+            announce_scheduled: None,
+            slow_path_waiting: false,
             asked_this_tick: false,
             ack_sent: 0,
             quiet_ticks: 0,
@@ -416,8 +420,7 @@ impl Replica {
         out: &mut Outbox<Nezha>,
     ) {
         if !self.conflicts.eligible(&print, entry.deadline) || self.held_too_long(now, entry.deadline, bound_ns) {
-            entry.deadline = self.conflicts.threshold(&print) + 1;
-            self.stats.count("leader_raised_deadline");
+            self.raise_deadline(&mut entry, &print);
             self.leader_append(vec![(entry, print)], out);
         } else if let Err(reason) = self.hold(entry) {
             self.stats.drop_input(reason);
@@ -487,6 +490,15 @@ impl Replica {
         }
     }
 
+    /// Leader, §5.4: a late request goes just above the last released conflicting one. Its
+    /// followers' fast-replies cannot match, so it commits on the slow path, which waits for
+    /// its sync.
+    fn raise_deadline(&mut self, entry: &mut Entry, print: &Footprint) {
+        entry.deadline = self.conflicts.threshold(print) + 1;
+        self.stats.count("leader_raised_deadline");
+        self.slow_path_waiting = true;
+    }
+
     /// Whether `id` holds a synced position here or the client table says it ran.
     pub(super) fn appended_or_executed(&self, id: RequestId) -> bool {
         self.positions.contains_key(&id) || self.clients.get(&id.client).is_some_and(|(number, _)| *number >= id.number)
@@ -502,8 +514,7 @@ impl Replica {
                 continue;
             }
             if !self.conflicts.eligible(&print, entry.deadline) {
-                entry.deadline = self.conflicts.threshold(&print) + 1;
-                self.stats.count("leader_raised_deadline");
+                self.raise_deadline(&mut entry, &print);
             }
             self.conflicts.add(&entry, &print);
             let hash = self.conflicts.reply_hash(&print, &self.cv);
@@ -727,7 +738,7 @@ impl Node<Nezha> for Replica {
                 out.set_timer(Timer::Tick, self.config.heartbeat_ns);
             }
             Timer::Announce => {
-                self.announce_scheduled = false;
+                self.announce_scheduled = None;
                 if self.status == Status::Normal && self.is_leader() {
                     self.announce(out);
                     self.maybe_checkpoint();

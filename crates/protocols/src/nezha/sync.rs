@@ -10,6 +10,15 @@ use super::{Nezha, Timer};
 use ordo_core::{ClockReading, NodeId, Outbox};
 use std::collections::{BTreeMap, VecDeque};
 
+/// How soon the leader's pending announcement is due (the shorter first).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) enum AnnounceDelay {
+    /// `sync_delay_ns`: a position waits for the slow path.
+    SlowPath,
+    /// `sync_delay_fast_path_ns`: every position is expected to commit on the fast path.
+    FastPath,
+}
+
 /// What a `Sync` carries besides its view and crash-vector.
 pub(super) struct SyncBatch {
     /// Position of the first entry.
@@ -23,20 +32,39 @@ pub(super) struct SyncBatch {
 }
 
 impl Replica {
-    /// Leader: announces new positions now if a batch is full, else within `sync_delay_ns`.
+    /// Leader: announces new positions now if a batch is full, else within `sync_delay_ns` when
+    /// one of them waits for the slow path and `sync_delay_fast_path_ns` when none does.
     pub(super) fn maybe_announce(&mut self, out: &mut Outbox<Nezha>) {
         let waiting = (self.sync_point() + 1).saturating_sub(self.unannounced);
         if waiting >= self.config.sync_batch_min as u64 {
             self.announce(out);
             self.maybe_checkpoint();
-        } else if waiting > 0 && !self.announce_scheduled {
-            self.announce_scheduled = true;
-            out.set_timer(Timer::Announce, self.config.sync_delay_ns);
+            return;
         }
+        if waiting == 0 {
+            return;
+        }
+        let delay = if self.slow_path_waits() { AnnounceDelay::SlowPath } else { AnnounceDelay::FastPath };
+        // A pending fast-path timer is brought forward when a slow-path position arrives.
+        if self.announce_scheduled.is_none_or(|scheduled| delay < scheduled) {
+            self.announce_scheduled = Some(delay);
+            let delay_ns = match delay {
+                AnnounceDelay::SlowPath => self.config.sync_delay_ns,
+                AnnounceDelay::FastPath => self.config.sync_delay_fast_path_ns,
+            };
+            out.set_timer(Timer::Announce, delay_ns);
+        }
+    }
+
+    /// Leader: some unannounced position waits for the slow path, or a quorum checker hears too
+    /// few replicas and asked for slow-replies (then every request commits on the slow path).
+    fn slow_path_waits(&self) -> bool {
+        self.slow_path_waiting || !self.slow_replies_wanted.is_empty() || self.wants_slow_replies()
     }
 
     /// Leader: sends the positions appended since the last announcement to every follower.
     pub(super) fn announce(&mut self, out: &mut Outbox<Nezha>) {
+        self.slow_path_waiting = false;
         let end = self.sync_point();
         while self.unannounced <= end {
             let entries = self.sync_entries(self.unannounced, false);

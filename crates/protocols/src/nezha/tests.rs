@@ -135,6 +135,38 @@ fn late_request_at_a_follower_is_fixed_by_sync() {
     follower.check_invariants();
 }
 
+/// The delay of the last `Announce` timer a handler set, if any.
+fn announce_delay(out: &Outbox<Nezha>) -> Option<u64> {
+    out.effects().iter().rev().find_map(|effect| match effect {
+        ordo_core::Effect::SetTimer { timer: super::Timer::Announce, after_ns } => Some(*after_ns),
+        _ => None,
+    })
+}
+
+#[test]
+fn syncs_wait_longer_while_every_position_takes_the_fast_path() {
+    // Goal (choice 4): no client waits for the sync of a position that commits on the fast
+    // path, so the leader batches those syncs longer; a position whose deadline it raised can
+    // only commit on the slow path, which waits for its sync, so the announcement is brought
+    // forward to the short delay.
+    let config = config();
+    let mut leader = replica(0, config.clone());
+    let mut out = Outbox::default();
+    leader.on_message(clock(0), NodeId(3), request(3, 1, 0, 200, Command::set("k", "b")), &mut out);
+    leader.on_timer(clock(300), super::Timer::Release, &mut out);
+    assert_eq!(announce_delay(&out), Some(config.sync_delay_fast_path_ns), "on time: the long delay");
+    let mut out = Outbox::default();
+    leader.on_message(clock(310), NodeId(4), request(4, 1, 0, 100, Command::set("k", "a")), &mut out);
+    assert_eq!(leader.stats.events.get("leader_raised_deadline"), Some(&1));
+    assert_eq!(announce_delay(&out), Some(config.sync_delay_ns), "late: brought forward");
+    leader.on_timer(clock(410), super::Timer::Announce, &mut out);
+    let mut out = Outbox::default();
+    leader.on_message(clock(420), NodeId(3), request(3, 2, 420, 200, Command::set("j", "c")), &mut out);
+    leader.on_timer(clock(620), super::Timer::Release, &mut out);
+    assert_eq!(announce_delay(&out), Some(config.sync_delay_fast_path_ns), "announced: long again");
+    leader.check_invariants();
+}
+
 #[test]
 fn late_request_at_the_leader_gets_a_raised_deadline() {
     // Goal (spec §11 #5): the leader never late-buffers: it raises the deadline just above the
