@@ -122,6 +122,33 @@ impl ConflictTable {
         print.buckets.iter().fold(crash_vector_hash(cv), |acc, &b| acc ^ self.hash[b as usize])
     }
 
+    /// The write hashes per bucket, with `entries` taken out: the hashes of the log without them.
+    pub fn hashes_without<'a>(&self, entries: impl IntoIterator<Item = (&'a Entry, &'a Footprint)>) -> Vec<u64> {
+        let mut hash = self.hash.clone();
+        for (entry, print) in entries.into_iter().filter(|(_, print)| print.write) {
+            let entry_hash = entry_hash(entry);
+            for &bucket in &print.buckets {
+                hash[bucket as usize] ^= entry_hash;
+            }
+        }
+        hash
+    }
+
+    /// Starts the write hashes from a checkpoint's; false (and no change) when the checkpoint
+    /// has another number of buckets (another commutativity mode).
+    pub fn restore_hashes(&mut self, hashes: &[u64]) -> bool {
+        if hashes.len() != self.hash.len() {
+            return false;
+        }
+        self.hash.copy_from_slice(hashes);
+        true
+    }
+
+    /// Buckets in this table (1 without commutativity).
+    pub fn buckets(&self) -> usize {
+        self.hash.len()
+    }
+
     /// Forgets everything (a replica adopting another log rebuilds the table from it).
     pub fn clear(&mut self) {
         self.hash.iter_mut().for_each(|h| *h = 0);

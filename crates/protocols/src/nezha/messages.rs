@@ -41,6 +41,10 @@ pub struct Checkpoint {
     pub state: Bytes,
     /// The client table: per client, the last request number executed and its result.
     pub clients: Vec<(ClientId, u64, CommandResult)>,
+    /// The conflict table's write hashes of the positions folded in, per bucket: a replica
+    /// that adopts this checkpoint starts its hashes from them, so its fast-replies match those
+    /// of replicas that appended the same positions one by one.
+    pub hashes: Vec<u64>,
 }
 
 /// A replica's log as sent in view changes and state transfers: a checkpoint, then the synced

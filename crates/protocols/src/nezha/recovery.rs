@@ -158,6 +158,7 @@ impl Replica {
         out: &mut Outbox<Nezha>,
     ) -> Result<(), &'static str> {
         let sender = self.rank_of(from).ok_or("state transfer reply from a non-replica")?;
+        self.check_image(&image)?;
         if from != self.leader_of(view) || from == self.me {
             return Err("state transfer reply from a replica that does not lead its view");
         }

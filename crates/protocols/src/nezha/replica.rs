@@ -191,6 +191,7 @@ impl Replica {
                 deadline_max: 0,
                 state: (context.new_state_machine)().snapshot().into(),
                 clients: Vec::new(),
+                hashes: ConflictTable::new(config.commutativity).hashes_without([]),
             }),
             unfolded: None,
             synced: Vec::new(),
@@ -641,8 +642,12 @@ impl Replica {
         }
     }
 
-    /// A checkpoint of the state at `executed`.
+    /// A checkpoint of the state at `executed`. Its hashes are the conflict table's without
+    /// the entries after `executed`: the synced positions beyond it and the unsynced entries.
     fn take_checkpoint(&mut self) -> Arc<Checkpoint> {
+        let after = self.executed + 1..=self.sync_point();
+        let beyond = after.filter_map(|position| self.slot(position)).chain(&self.unsynced);
+        let hashes = self.conflicts.hashes_without(beyond.map(|slot| (&slot.entry, &slot.print)));
         let deadline_max = (self.checkpoint.position + 1..=self.executed)
             .filter_map(|position| self.slot(position))
             .map(|slot| slot.entry.deadline)
@@ -653,6 +658,7 @@ impl Replica {
             deadline_max,
             state: Bytes::from(self.state_machine.snapshot()),
             clients: self.clients.iter().map(|(client, (number, result))| (*client, *number, result.clone())).collect(),
+            hashes,
         })
     }
 

@@ -270,6 +270,9 @@ impl Replica {
             self.conflicts.add(&entry, &print);
             self.positions.insert(entry.id, position);
             if !matched || self.leader_wants_slow_replies || self.slow_replies_wanted.contains(&entry.reply_to) {
+                if !matched {
+                    self.stats.count("fast_reply_mismatched");
+                }
                 to_reply.push(entry.clone());
             }
             newly.push(entry.clone());

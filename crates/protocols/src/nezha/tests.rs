@@ -332,6 +332,29 @@ fn follower_rejoin_raises_its_crash_vector() {
 }
 
 #[test]
+fn after_a_rejoin_by_state_transfer_fast_replies_match_again() {
+    // Goal (spec §11 #24: "fast path resumes once cvs agree"): a follower that rejoins through a
+    // state transfer of a checkpointed log computes the same fast-reply hashes as the others,
+    // so its fast-replies match the leader's again instead of every request needing its
+    // slow-reply. Method: checkpoint every 4 positions, crash a follower, commit past several
+    // checkpoints, restart it, then count its mismatched fast-replies over 20 requests.
+    let config = Config { checkpoint_interval: 4, ..config() };
+    let mut cluster: Cluster<Nezha> = Cluster::new(3, 1, config);
+    let client = cluster.client(0);
+    let follower = cluster.replica(2);
+    commit_all(&mut cluster, client, 20);
+    cluster.crash(follower);
+    commit_all(&mut cluster, client, 20);
+    cluster.restart(follower);
+    assert!(cluster.run_until(100_000_000, |c| c.status(follower).contains("normal")));
+    commit_all(&mut cluster, client, 10);
+    let mismatched = |c: &Cluster<Nezha>| c.stats(follower).events.get("fast_reply_mismatched").copied().unwrap_or(0);
+    let before = mismatched(&cluster);
+    commit_all(&mut cluster, client, 20);
+    assert_eq!(mismatched(&cluster), before, "the rejoined follower's fast-replies match the leader's");
+}
+
+#[test]
 fn stray_fast_reply_hash_differs_after_rejoin() {
     // Goal (spec §11 #26, App. H.2): once the leader learns a rejoined follower's raised
     // counter, the same log yields another hash, so fast-replies sent before the crash can

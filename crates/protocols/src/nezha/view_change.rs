@@ -164,6 +164,7 @@ impl Replica {
         if self.status == Status::Recovering {
             return Err("view change while recovering");
         }
+        self.check_image(&image)?;
         if !self.check_crash_vector(sender, &cv) {
             return Err("stray view change (sender rejoined since)");
         }
@@ -183,6 +184,15 @@ impl Replica {
         assert_eq!(view, self.view, "votes are for our view");
         self.votes.insert(sender, Vote { cv, last_normal_view, commit, image });
         self.maybe_finish_view_change(out);
+        Ok(())
+    }
+
+    /// An image from another replica can be adopted: its checkpoint's hashes have our bucket
+    /// count (a replica configured with another commutativity mode sends another).
+    pub(super) fn check_image(&self, image: &LogImage) -> Result<(), &'static str> {
+        if image.checkpoint.hashes.len() != self.conflicts.buckets() {
+            return Err("image whose checkpoint has another number of hash buckets");
+        }
         Ok(())
     }
 
@@ -220,6 +230,7 @@ impl Replica {
         if self.status == Status::Recovering {
             return Err("start view while recovering");
         }
+        self.check_image(&image)?;
         if from != self.leader_of(view) || from == self.me {
             return Err("start view from a replica that does not lead it");
         }
@@ -256,6 +267,8 @@ impl Replica {
             self.restore(&checkpoint);
         }
         let mut table = ConflictTable::new(self.config.commutativity);
+        let restored = table.restore_hashes(&checkpoint.hashes);
+        assert!(restored, "images are checked for their checkpoint's bucket count before adoption");
         let deadline_max = log.iter().map(|e| e.deadline).max().unwrap_or(0).max(checkpoint.deadline_max);
         // Requests in flight during the change follow everything in the new log.
         table.raise_all(deadline_max);
@@ -310,8 +323,13 @@ mod tests {
     }
 
     fn image(synced: Vec<Entry>, unsynced: Vec<Entry>) -> LogImage {
-        let checkpoint =
-            Arc::new(Checkpoint { position: 0, deadline_max: 0, state: Bytes::new(), clients: Vec::new() });
+        let checkpoint = Arc::new(Checkpoint {
+            position: 0,
+            deadline_max: 0,
+            state: Bytes::new(),
+            clients: Vec::new(),
+            hashes: vec![0; 1],
+        });
         LogImage { checkpoint, synced, unsynced }
     }
 
