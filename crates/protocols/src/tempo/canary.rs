@@ -12,7 +12,7 @@
 //!   coordinator's ballot (spec §6.4).
 
 use super::client::Client;
-use super::replica::Replica;
+use super::replica::{Boot, Replica};
 use super::{Config, Flaw, Tempo, Timer, messages::Message};
 use crate::canary::{Retyped, real_context};
 use ordo_core::{Node, NodeContext, Protocol, Role};
@@ -23,7 +23,7 @@ pub struct TempoMinorityStability;
 /// Tempo whose first recovery ballot may equal an initial coordinator's (broken on purpose).
 pub struct TempoLowRecoveryBallot;
 
-pub(crate) fn new_flawed<P>(context: NodeContext<P>, flaw: Flaw) -> Box<dyn Node<P>>
+pub(crate) fn new_flawed<P>(context: NodeContext<P>, durable: &[()], flaw: Flaw) -> Box<dyn Node<P>>
 where
     P: Protocol<Message = Message, Timer = Timer, Durable = (), Config = Config>,
 {
@@ -31,7 +31,7 @@ where
     let context = real_context::<Tempo, P>(context);
     let inner: Box<dyn Node<Tempo>> = match role {
         Role::Client => Box::new(Client::new(context)),
-        _ => Box::new(Replica::new(context, flaw)),
+        _ => Box::new(Replica::new(context, flaw, Boot::from_durable(durable))),
     };
     Retyped::boxed(inner)
 }
@@ -60,8 +60,8 @@ impl Protocol for TempoMinorityStability {
         config.validate()
     }
 
-    fn new_node(context: NodeContext<Self>, _durable: Vec<()>) -> Box<dyn Node<Self>> {
-        new_flawed(context, Flaw::MinorityStability)
+    fn new_node(context: NodeContext<Self>, durable: Vec<()>) -> Box<dyn Node<Self>> {
+        new_flawed(context, &durable, Flaw::MinorityStability)
     }
 }
 
@@ -85,7 +85,7 @@ impl Protocol for TempoLowRecoveryBallot {
         config.validate()
     }
 
-    fn new_node(context: NodeContext<Self>, _durable: Vec<()>) -> Box<dyn Node<Self>> {
-        new_flawed(context, Flaw::LowRecoveryBallot)
+    fn new_node(context: NodeContext<Self>, durable: Vec<()>) -> Box<dyn Node<Self>> {
+        new_flawed(context, &durable, Flaw::LowRecoveryBallot)
     }
 }

@@ -1,8 +1,12 @@
 //! The client: the paper's submitter (Algorithm 1 line 1–4, §4). It splits a command by shard,
-//! sends each part to a coordinator of that shard (`I_c^i`: the closest replica first, the
-//! next closest on each retry), and merges the shards' results in key order. A retry is a new
-//! attempt (a new dot) coordinated elsewhere; replicas run each request once whatever the
-//! attempts.
+//! sends each part to a coordinator of that shard (`I_c^i`: "a responsive replica of p close
+//! to i", §4), and merges the shards' results in key order. Per shard, the client ranks the
+//! replicas by distance once (replicas equally close are taken in an order that depends on the
+//! client, so that the clients of one site spread over that site's replicas), starts at the
+//! closest, and keeps the replica that last answered it: a request that times out is submitted
+//! again to the next replica of the ranking, and later requests go straight to whichever
+//! replica answered. A retry is a new attempt (a new dot) coordinated elsewhere; replicas run
+//! each request once whatever the attempts.
 
 use super::messages::{Dot, Message};
 use super::{Config, Tempo, Timer};
@@ -79,6 +83,23 @@ pub fn split(command: &Command, topology: &Topology) -> Split {
     }
 }
 
+/// The replicas of `shard`, closest to `client` first. Replicas equally close to the client as
+/// the closest one (a client on a LAN, or at a site with several replicas of the shard) are
+/// rotated by the client's node id, so that a site's clients spread their commands over them
+/// instead of all coordinating at the first: Tempo is leaderless, and a shared first choice
+/// would make that replica a leader in all but name (and the bottleneck of the CPU model).
+pub(crate) fn ranking(topology: &Topology, client: NodeId, shard: usize) -> Vec<NodeId> {
+    let replicas = topology.replicas_of(shard);
+    let mut ranked = topology.closest(client, replicas, replicas.len());
+    let Some(&nearest) = ranked.first() else { return ranked };
+    let nearest_ns = topology.delay_ns(client, nearest);
+    let ties = ranked.iter().take_while(|&&n| topology.delay_ns(client, n) == nearest_ns).count();
+    assert!(ties >= 1, "the nearest replica ties with itself");
+    ranked[..ties].rotate_left(client.index() % ties);
+    assert_eq!(ranked.len(), replicas.len(), "every replica is ranked");
+    ranked
+}
+
 impl Split {
     /// The command's result from every shard's result.
     pub fn merge(&self, results: &BTreeMap<u32, CommandResult>) -> CommandResult {
@@ -111,15 +132,22 @@ struct Outstanding {
     request: RequestId,
     attempt: u32,
     split: Split,
+    /// Per part of `split`: the position in the shard's ranking of attempt 0's coordinator.
+    first: Vec<usize>,
     results: BTreeMap<u32, CommandResult>,
 }
 
 /// A Tempo client.
 pub struct Client {
     id: ClientId,
-    node: NodeId,
     topology: Arc<Topology>,
     config: Config,
+    /// Per shard: its replicas, closest first (see the module comment for ties).
+    rankings: Vec<Vec<NodeId>>,
+    /// Per shard: the position in `rankings` of the replica that last answered us, where the
+    /// next request starts. A replica that stops answering costs one retry time-out, not one
+    /// per request.
+    preferred: Vec<usize>,
     next_number: u64,
     outstanding: Option<Outstanding>,
     stats: NodeStats,
@@ -129,22 +157,27 @@ impl Client {
     /// A client with no request outstanding.
     pub fn new(context: NodeContext<Tempo>) -> Self {
         let config = context.config.scaled(&context.topology);
+        let rankings: Vec<Vec<NodeId>> =
+            (0..context.topology.shards.len()).map(|shard| ranking(&context.topology, context.id, shard)).collect();
+        let preferred = vec![0; rankings.len()];
         Client {
             id: context.client_id(),
-            node: context.id,
             topology: context.topology,
             config,
+            rankings,
+            preferred,
             next_number: 1,
             outstanding: None,
             stats: NodeStats::default(),
         }
     }
 
-    /// The coordinator of `shard` for `attempt`: the closest replica, then the next closest.
-    fn coordinator(&self, shard: u32, attempt: u32) -> NodeId {
-        let replicas = self.topology.replicas_of(shard as usize);
-        let ranked = self.topology.closest(self.node, replicas, replicas.len());
-        ranked[attempt as usize % ranked.len()]
+    /// The position in `shard`'s ranking of the coordinator of `attempt`, for a request whose
+    /// attempt 0 went to position `first`: the next replica on each retry.
+    fn position(&self, shard: u32, first: usize, attempt: u32) -> usize {
+        let count = self.rankings[shard as usize].len();
+        assert!(count > 0, "a shard has replicas");
+        (first + attempt as usize % count) % count
     }
 
     fn send_attempt(&mut self, out: &mut Outbox<Tempo>) {
@@ -152,7 +185,11 @@ impl Client {
         let dot = Dot { request: outstanding.request, attempt: outstanding.attempt };
         let shards: Vec<u32> = outstanding.split.parts.iter().map(|(s, _)| *s).collect();
         let parts: Vec<Command> = outstanding.split.parts.iter().map(|(_, c)| c.clone()).collect();
-        let coordinators: Vec<NodeId> = shards.iter().map(|&s| self.coordinator(s, dot.attempt)).collect();
+        let coordinators: Vec<NodeId> = shards
+            .iter()
+            .zip(&outstanding.first)
+            .map(|(&s, &first)| self.rankings[s as usize][self.position(s, first, dot.attempt)])
+            .collect();
         for &to in &coordinators {
             let message = Message::Submit {
                 dot,
@@ -176,13 +213,21 @@ impl Client {
         if outstanding.request != dot.request {
             return Err("reply for a request no longer outstanding");
         }
-        if !outstanding.split.parts.iter().any(|(s, _)| *s == shard) {
+        let Some(index) = outstanding.split.parts.iter().position(|(s, _)| *s == shard) else {
             return Err("reply from a shard the command does not access");
+        };
+        if dot.attempt > outstanding.attempt {
+            return Err("reply for an attempt not yet made");
         }
         if outstanding.results.contains_key(&shard) {
             return Err("duplicate reply");
         }
+        // The coordinator of the attempt that answered is responsive: start there next time.
+        let first = outstanding.first[index];
         outstanding.results.insert(shard, result);
+        let answered = self.position(shard, first, dot.attempt);
+        self.preferred[shard as usize] = answered;
+        let outstanding = self.outstanding.as_mut().expect("outstanding");
         if outstanding.results.len() < outstanding.split.parts.len() {
             return Ok(());
         }
@@ -201,8 +246,10 @@ impl Node<Tempo> for Client {
         let request = RequestId { client: self.id, number: self.next_number };
         self.next_number += 1;
         let split = split(&submission.command, &self.topology);
+        let first: Vec<usize> = split.parts.iter().map(|(s, _)| self.preferred[*s as usize]).collect();
+        assert!(first.iter().zip(&split.parts).all(|(&p, (s, _))| p < self.rankings[*s as usize].len()), "in range");
         self.outstanding =
-            Some(Outstanding { op: submission.op, request, attempt: 0, split, results: BTreeMap::new() });
+            Some(Outstanding { op: submission.op, request, attempt: 0, split, first, results: BTreeMap::new() });
         self.send_attempt(out);
     }
 
@@ -232,7 +279,9 @@ impl Node<Tempo> for Client {
         if let Some(outstanding) = &self.outstanding {
             assert!(outstanding.request.number < self.next_number, "the outstanding request was numbered");
             assert!(outstanding.results.len() < outstanding.split.parts.len(), "a complete request is not outstanding");
+            assert_eq!(outstanding.first.len(), outstanding.split.parts.len(), "one first coordinator per part");
         }
+        assert_eq!(self.preferred.len(), self.rankings.len(), "one preferred replica per shard");
     }
 
     fn stats(&self) -> &NodeStats {

@@ -33,6 +33,7 @@
 //! | `Bump` | fast-quorum member → nearby replica of other shards | faster stability |
 //! | `Stable` | replica → replicas of the other accessed shards | real-time order across shards |
 //! | `Reply` | coordinator → client | the shard's result |
+//! | `Booted` | replica → itself | its boot marker is durable (a restarted replica retires) |
 //!
 //! # Invariants (checked by `check_invariants`)
 //!
@@ -229,10 +230,12 @@ impl Protocol for Tempo {
         config.validate()
     }
 
-    fn new_node(context: NodeContext<Self>, _durable: Vec<()>) -> Box<dyn Node<Self>> {
+    /// The only durable record is a replica's boot marker (`()`): a replica that finds it
+    /// restarted after a crash and stays down (`replica::Life`).
+    fn new_node(context: NodeContext<Self>, durable: Vec<()>) -> Box<dyn Node<Self>> {
         match context.role() {
             Role::Client => Box::new(client::Client::new(context)),
-            _ => Box::new(replica::Replica::new(context, Flaw::None)),
+            _ => Box::new(replica::Replica::new(context, Flaw::None, replica::Boot::from_durable(&durable))),
         }
     }
 }

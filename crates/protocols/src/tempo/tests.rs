@@ -7,7 +7,7 @@
 use super::client::Client;
 use super::messages::{Dot, Message, RecPhase};
 use super::recovery::{choose_timestamp, recovery_ballot, recovery_ballot_floor};
-use super::replica::{Phase, Replica};
+use super::replica::{Boot, Phase, Replica};
 use super::{Config, Flaw, Tempo, Timer};
 use ordo_core::kv::SnapshotError;
 use ordo_core::{
@@ -109,6 +109,30 @@ pub(super) struct Net {
     pub(super) now_ns: u64,
     pub(super) completions: Vec<(u64, CommandResult)>,
     next_op: u64,
+    flaw: Flaw,
+    /// What each replica wrote to its durable storage (it survives `restart`).
+    pub(super) durable: BTreeMap<NodeId, Vec<()>>,
+}
+
+/// This network has no storage: a replica's boot marker is durable at once, so the `Booted`
+/// message it sends itself is handed back before anything else happens.
+/// Returns the records the replica wrote.
+fn boot_at_once(replica: &mut Replica, now: ordo_core::ClockReading, out: &mut Outbox<Tempo>) -> Vec<()> {
+    let id = replica.id;
+    let mut written = Vec::new();
+    let effects: Vec<Effect<Tempo>> = out.drain().collect();
+    for effect in effects {
+        match effect {
+            Effect::Send { to, message: Message::Booted, .. } => {
+                assert_eq!(to, id, "a replica sends Booted to itself");
+                replica.on_message(now, id, Message::Booted, out);
+            }
+            Effect::Persist { record, .. } => written.push(record),
+            Effect::SetTimer { timer, after_ns } => out.set_timer(timer, after_ns),
+            other => panic!("a replica only persists, sets timers and boots when it starts: {other:?}"),
+        }
+    }
+    written
 }
 
 impl Net {
@@ -131,29 +155,51 @@ impl Net {
             now_ns: 0,
             completions: Vec::new(),
             next_op: 0,
+            flaw,
+            durable: BTreeMap::new(),
         };
         for spec in &topology.nodes {
-            let context = NodeContext::<Tempo> {
-                id: spec.id,
-                topology: topology.clone(),
-                config: Config::default(),
-                seed: u64::from(spec.id.0) + 1,
-                new_state_machine: recorder,
-                incarnation: 0,
-            };
-            let mut out = Outbox::default();
             if spec.role == Role::Client {
-                let mut client = Client::new(context);
+                let mut out = Outbox::default();
+                let mut client = Client::new(net.context(spec.id, 0));
                 client.on_start(ordo_core::ClockReading::exact(0), &mut out);
                 net.clients.insert(spec.id, client);
+                net.absorb(spec.id, &mut out);
             } else {
-                let mut replica = Replica::new(context, flaw);
-                replica.on_start(ordo_core::ClockReading::exact(0), &mut out);
-                net.replicas.insert(spec.id, replica);
+                net.boot(spec.id, 0);
             }
-            net.absorb(spec.id, &mut out);
         }
         net
+    }
+
+    pub(super) fn context(&self, id: NodeId, incarnation: u64) -> NodeContext<Tempo> {
+        NodeContext::<Tempo> {
+            id,
+            topology: self.topology.clone(),
+            config: Config::default(),
+            seed: u64::from(id.0) + 1 + incarnation * 7919,
+            new_state_machine: recorder,
+            incarnation,
+        }
+    }
+
+    /// Starts a replica process from what its storage holds (as `Tempo::new_node` does).
+    fn boot(&mut self, id: NodeId, incarnation: u64) {
+        let stored = self.durable.get(&id).cloned().unwrap_or_default();
+        let mut replica = Replica::new(self.context(id, incarnation), self.flaw, Boot::from_durable(&stored));
+        let now = self.now();
+        let mut out = Outbox::default();
+        replica.on_start(now, &mut out);
+        let written = boot_at_once(&mut replica, now, &mut out);
+        self.durable.entry(id).or_default().extend(written);
+        self.replicas.insert(id, replica);
+        self.absorb(id, &mut out);
+    }
+
+    /// A crashed replica's process starts again: its memory is gone, its storage is not.
+    pub(super) fn restart(&mut self, id: NodeId) {
+        assert!(self.down.remove(&id), "only a crashed replica restarts");
+        self.boot(id, 1);
     }
 
     fn absorb(&mut self, from: NodeId, out: &mut Outbox<Tempo>) {
