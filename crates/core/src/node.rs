@@ -76,7 +76,10 @@ pub fn shard_of_key(key: &[u8], shards: usize) -> usize {
 pub enum CrashModel {
     /// Crashed replicas restart from what they persisted and rejoin (Multi-Paxos/VR, Nezha...).
     Recover,
-    /// Crashed replicas stay down, as the protocol's paper assumes (at most f of them).
+    /// Crash-stop, as the protocol's paper assumes: a crashed replica never takes part again. If
+    /// its process is restarted it stays out (it *retires*: it sends and executes nothing, has
+    /// no state machine to compare, and reports [`Node::is_recovering`]), so at most f replicas
+    /// of a shard may crash in a whole run.
     Stop,
 }
 
@@ -403,9 +406,10 @@ pub trait Protocol: Sized + 'static {
         false
     }
 
-    /// Whether crashed replicas come back. The simulator's random fault plans restart crashed
-    /// replicas only for [`CrashModel::Recover`]; for [`CrashModel::Stop`] they crash at most f
-    /// replicas of a shard for good.
+    /// Whether crashed replicas come back. The simulator's random fault plans restart every
+    /// crashed replica; for [`CrashModel::Stop`] a crashed replica counts as down until the end
+    /// of the run (its restart must find it retired), so they crash at most f distinct replicas
+    /// of a shard.
     fn crash_model() -> CrashModel {
         CrashModel::Recover
     }
@@ -442,7 +446,8 @@ pub trait Node<P: Protocol>: Send {
     /// input in simulation and debug builds.
     fn check_invariants(&self) {}
     /// True while a restarted replica rebuilds its state from its peers before it may take part
-    /// again (a diskless rejoin, as in Nezha). Fault injectors count such a replica as failed:
+    /// again (a diskless rejoin, as in Nezha), and for good once a restarted replica of a
+    /// [`CrashModel::Stop`] protocol has retired. Fault injectors count such a replica as failed:
     /// such protocols tolerate f replicas crashed *or recovering* at once.
     fn is_recovering(&self) -> bool {
         false

@@ -8,8 +8,8 @@ use crate::faults::{Fault, RandomPlanScope};
 use crate::workload::{GeneratedPart, Generator};
 use ordo_check::history::{EventKind, HistoryEvent, OpKind};
 use ordo_core::{
-    CommandResult, CrashModel, Effect, Node, NodeContext, NodeId, NodeSpec, NodeStats, Outbox, PersistMode, Protocol,
-    Role, Submission, Topology,
+    CommandResult, Effect, Node, NodeContext, NodeId, NodeSpec, NodeStats, Outbox, PersistMode, Protocol, Role,
+    Submission, Topology,
 };
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -360,12 +360,12 @@ impl<P: Protocol> World<P> {
                 shards: &shards,
                 all_nodes: &all_nodes,
                 f: self.config.f(),
+                crash_model: P::crash_model(),
                 duration_ns: self.config.duration_ns,
             };
             let mut rng = stream(self.config.seed, 4);
             self.random_faults_from = faults.len();
-            let drawn = self.config.faults.draw_random(&mut rng, &scope);
-            faults.extend(self.fit_crash_model(drawn));
+            faults.extend(self.config.faults.draw_random(&mut rng, &scope));
             // The durable-write latency is part of the world drawn from the seed, so that crashes
             // land between a write and the sends that wait for it.
             self.config.persist_ns = [0, 5_000, 50_000][rng.random_range(0..3)];
@@ -379,31 +379,6 @@ impl<P: Protocol> World<P> {
         for i in 1..checks {
             self.schedule(self.config.duration_ns * i / checks, Event::AgreementCheck);
         }
-    }
-
-    /// For protocols whose crashed replicas stay down, a random plan's crashes become permanent,
-    /// and at most f replicas of a shard crash.
-    fn fit_crash_model(&self, faults: Vec<Fault>) -> Vec<Fault> {
-        if P::crash_model() == CrashModel::Recover {
-            return faults;
-        }
-        let mut crashed: Vec<usize> = vec![0; self.topology.shards.len()];
-        let mut seen: Vec<u32> = Vec::new();
-        faults
-            .into_iter()
-            .filter_map(|fault| match fault {
-                Fault::Crash { node, at_ns, .. } => {
-                    let shard = self.topology.node(NodeId(node)).shard?;
-                    if seen.contains(&node) || crashed[shard] >= self.config.f() {
-                        return None;
-                    }
-                    seen.push(node);
-                    crashed[shard] += 1;
-                    Some(Fault::Crash { node, at_ns, restart_ns: None })
-                }
-                other => Some(other),
-            })
-            .collect()
     }
 
     fn start_clients(&mut self) {

@@ -218,12 +218,14 @@ impl Protocol for Tempo {
         true
     }
 
+    /// Crash-stop, as the paper (§2): a restarted replica retires (`replica::Life`).
     fn crash_model() -> CrashModel {
         CrashModel::Stop
     }
 
+    /// `retired`: a campaign must restart a crashed replica and see it stay out.
     fn coverage_goals() -> &'static [&'static str] {
-        &["recovery"]
+        &["recovery", "retired"]
     }
 
     fn validate_config(config: &Config) -> Result<(), String> {
