@@ -102,6 +102,7 @@ pub fn run(args: BenchArgs) -> ExitCode {
             redis_port: 0,
             port_base: args.port_base + index as u16 * 20,
             data_dir: None,
+            wipe_data_dir: false,
             protocol_options: args.protocol_options.clone(),
             no_fsync: args.no_fsync,
             status_every: 0,

@@ -4,7 +4,7 @@
 
 use crate::parse;
 use clap::{Args, Subcommand};
-use ordo_core::Protocol;
+use ordo_core::{CrashModel, Protocol};
 use ordo_net::ClusterFile;
 use ordo_net::config::FileRole;
 use ordo_protocols::{ProtocolVisitor, with_protocol};
@@ -42,8 +42,13 @@ pub struct UpArgs {
     #[arg(long, default_value_t = 7400)]
     pub port_base: u16,
     /// Directory for the cluster file and the nodes' durable files (default: a fresh temporary one).
+    /// A directory that holds an earlier cluster's files is refused (see --wipe-data-dir).
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
+    /// Delete an earlier cluster's files (cluster.toml and the nodes' durable files,
+    /// `<name>-n<id>.log`) from --data-dir before starting; nothing else there is touched.
+    #[arg(long, requires = "data_dir")]
+    pub wipe_data_dir: bool,
     /// Protocol option key=value (repeatable), e.g. --set batch_max=16.
     #[arg(long = "set", value_parser = parse::protocol_option)]
     pub protocol_options: Vec<(String, toml::Value)>,
@@ -269,6 +274,72 @@ fn describe(status: &serde_json::Value) -> String {
     )
 }
 
+/// The files in `data_dir` that an earlier cluster left and that the nodes of a new one would
+/// boot from: its cluster file and its nodes' durable files. Sorted.
+fn earlier_cluster_files(data_dir: &Path) -> Result<Vec<PathBuf>, String> {
+    let entries = match std::fs::read_dir(data_dir) {
+        Ok(entries) => entries,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(error) => return Err(format!("{}: {error}", data_dir.display())),
+    };
+    let mut files = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| format!("{}: {e}", data_dir.display()))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name == "cluster.toml" || ordo_net::storage::is_durable_file_name(&name) {
+            files.push(entry.path());
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
+/// Makes `data_dir` ready for a new cluster. Its nodes would boot from an earlier cluster's
+/// durable files as if they had crashed and restarted: replicas of a protocol that recovers
+/// would resume the old cluster's state, those of a crash-stop protocol would all retire and
+/// the cluster would never answer. So such a directory is refused, unless `wipe`, which deletes
+/// those files (and only those).
+fn prepare_data_dir(data_dir: &Path, wipe: bool, protocol: &str) -> Result<(), String> {
+    let earlier = earlier_cluster_files(data_dir)?;
+    if earlier.is_empty() {
+        return Ok(());
+    }
+    if wipe {
+        for file in &earlier {
+            std::fs::remove_file(file).map_err(|e| format!("--wipe-data-dir: {}: {e}", file.display()))?;
+        }
+        println!("deleted {} files of an earlier cluster from {}", earlier.len(), data_dir.display());
+        return Ok(());
+    }
+    let names: Vec<String> =
+        earlier.iter().filter_map(|f| f.file_name()).map(|n| n.to_string_lossy().into_owned()).collect();
+    let shown = if names.len() > 4 { format!("{}, ...", names[..4].join(", ")) } else { names.join(", ") };
+    Err(format!(
+        "{dir} holds the files of an earlier cluster ({count}: {shown}). `cluster up` starts a new cluster, and \
+         its nodes would boot from those files as restarted nodes ({consequence}). Add --wipe-data-dir to delete \
+         them first, or choose another --data-dir. To restart one node of a running cluster instead, run \
+         `ordo node --config {dir}/cluster.toml --id NAME`.",
+        dir = data_dir.display(),
+        count = names.len(),
+        consequence = restart_consequence(protocol),
+    ))
+}
+
+/// What restarting every replica from its files would do, for the protocol's crash model.
+fn restart_consequence(protocol: &str) -> &'static str {
+    struct Consequence;
+    impl ProtocolVisitor for Consequence {
+        type Output = &'static str;
+        fn visit<P: Protocol>(self) -> &'static str {
+            match P::crash_model() {
+                CrashModel::Recover => "they would resume the earlier cluster's state",
+                CrashModel::Stop => "this protocol is crash-stop: every restarted replica stays down for good",
+            }
+        }
+    }
+    with_protocol(protocol, Consequence).unwrap_or("")
+}
+
 fn fresh_dir(prefix: &str) -> PathBuf {
     let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
     std::env::temp_dir().join(format!("{prefix}-{}-{stamp}", std::process::id()))
@@ -278,13 +349,17 @@ fn fresh_dir(prefix: &str) -> PathBuf {
 pub fn run(command: ClusterCommand) -> ExitCode {
     let ClusterCommand::Up(args) = command;
     let data_dir = args.data_dir.clone().unwrap_or_else(|| fresh_dir("ordo-cluster"));
-    let file = match cluster_file(&args, data_dir) {
+    let file = match cluster_file(&args, data_dir.clone()) {
         Ok(file) => file,
         Err(error) => {
             eprintln!("error: {error}");
             return ExitCode::from(2);
         }
     };
+    if let Err(error) = prepare_data_dir(&data_dir, args.wipe_data_dir, &args.protocol) {
+        eprintln!("error: {error}");
+        return ExitCode::from(2);
+    }
     // SAFETY: the handler only stores to an atomic.
     unsafe {
         libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
@@ -340,4 +415,33 @@ pub fn run(command: ClusterCommand) -> ExitCode {
     println!("stopping the cluster");
     cluster.stop();
     ExitCode::SUCCESS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wipe_deletes_only_an_earlier_clusters_files() {
+        // Goal: --wipe-data-dir deletes exactly what a new cluster's nodes would boot from (the
+        // cluster file and the nodes' durable files), never a user's other files; an empty or
+        // missing directory is ready as it is. Method: a directory with `cluster.toml`,
+        // `r0-n0.log`, `gateway-n5.log`, a node's text log and a user's `up.log`.
+        let dir = std::env::temp_dir().join(format!("ordo-wipe-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(prepare_data_dir(&dir, false, "tempo"), Ok(()), "a missing directory is ready");
+        std::fs::create_dir_all(&dir).unwrap();
+        let names = ["cluster.toml", "r0-n0.log", "gateway-n5.log", "r0.log.txt", "up.log"];
+        for name in names {
+            std::fs::write(dir.join(name), "earlier").unwrap();
+        }
+        let refused = prepare_data_dir(&dir, false, "tempo").expect_err("refused without --wipe-data-dir");
+        assert!(refused.contains("crash-stop"), "says what would happen for this protocol: {refused}");
+        assert!(prepare_data_dir(&dir, false, "multipaxos").expect_err("refused").contains("resume"));
+        assert_eq!(prepare_data_dir(&dir, true, "tempo"), Ok(()));
+        let left: Vec<&str> = names.into_iter().filter(|name| dir.join(name).exists()).collect();
+        assert_eq!(left, ["r0.log.txt", "up.log"], "only the earlier cluster's files are deleted");
+        assert_eq!(prepare_data_dir(&dir, false, "tempo"), Ok(()), "ready once wiped");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

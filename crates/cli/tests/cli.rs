@@ -133,3 +133,47 @@ fn bad_arguments_get_clear_errors() {
         assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
     }
 }
+
+#[test]
+fn cluster_up_refuses_a_data_dir_with_an_earlier_clusters_files() {
+    // Goal: `cluster up` starts a new cluster; over a directory that holds an earlier cluster's
+    // durable files its nodes would boot as restarted nodes (every replica of a crash-stop
+    // protocol would retire, and the cluster would never answer). It must refuse, naming the
+    // directory and the flag that wipes it, and start nothing; other files there are not its
+    // business. Method: a directory with an earlier cluster's `cluster.toml` and `r0-n0.log`
+    // plus a user's `up.log`; `cluster up --protocol tempo --data-dir DIR` must exit 2 within
+    // 10 s (a cluster that started would run until killed) and leave every file in place.
+    let dir = std::env::temp_dir().join(format!("ordo-cli-test-{}-earlier-cluster", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    for name in ["cluster.toml", "r0-n0.log", "up.log"] {
+        std::fs::write(dir.join(name), "earlier").unwrap();
+    }
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ordo"))
+        .args(["cluster", "up", "--protocol", "tempo", "--port-base", "29400", "--redis-port", "29399"])
+        .arg("--data-dir")
+        .arg(&dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("ordo runs");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while child.try_wait().expect("wait").is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("cluster up started over an earlier cluster's files");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let output = child.wait_with_output().expect("output");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains(&dir.display().to_string()), "names the directory: {stderr}");
+    assert!(stderr.contains("--wipe-data-dir"), "names the flag: {stderr}");
+    assert!(stderr.contains("cluster.toml, r0-n0.log)"), "lists the earlier files, not up.log: {stderr}");
+    for name in ["cluster.toml", "r0-n0.log", "up.log"] {
+        assert!(dir.join(name).exists(), "{name} left in place");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

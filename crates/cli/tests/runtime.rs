@@ -8,7 +8,8 @@
 //! - `leader_crash_under_load_for_every_protocol`: writers and readers run while the busiest
 //!   replica (the leader, for leader-based protocols) is killed with SIGKILL; the cluster must
 //!   keep completing operations, the recorded history must be linearizable (so no acknowledged
-//!   write is lost), and the killed replica, restarted, must catch up with the others.
+//!   write is lost), and the killed replica, restarted, must catch up with the others (for a
+//!   crash-stop protocol: stay out, executing nothing).
 //!
 //! Every wait is bounded; every process is stopped when a test ends, even when it fails.
 
@@ -368,20 +369,22 @@ fn leader_crash_under_load_for_every_protocol() {
         }
         let recovered_in = killed_at.elapsed();
         std::thread::sleep(Duration::from_millis(1_000));
+        // The victim restarts from its file: a protocol that recovers must bring it back, a
+        // crash-stop one must keep it out (it retires) without harming the others.
         let recovers = replicas_recover(&protocol);
-        if recovers {
-            let log = std::fs::File::create(cluster.data_dir.join(format!("{victim}.restart.txt"))).expect("log");
-            let restarted = Command::new(env!("CARGO_BIN_EXE_ordo"))
-                .args(["node", "--config"])
-                .arg(cluster.data_dir.join("cluster.toml"))
-                .args(["--id", &victim])
-                .stdout(log.try_clone().expect("log"))
-                .stderr(log)
-                .spawn()
-                .expect("restart");
-            cluster.restarted.push(restarted);
-        }
+        let log = std::fs::File::create(cluster.data_dir.join(format!("{victim}.restart.txt"))).expect("log");
+        let restarted = Command::new(env!("CARGO_BIN_EXE_ordo"))
+            .args(["node", "--config"])
+            .arg(cluster.data_dir.join("cluster.toml"))
+            .args(["--id", &victim])
+            .stdout(log.try_clone().expect("log"))
+            .stderr(log)
+            .spawn()
+            .expect("restart");
+        cluster.restarted.push(restarted);
+        let at_restart = load.completed.load(Ordering::SeqCst);
         std::thread::sleep(Duration::from_millis(1_500));
+        assert!(load.completed.load(Ordering::SeqCst) > at_restart, "{protocol}: no progress after {victim} restarted");
         load.stop.store(true, Ordering::SeqCst);
         for worker in workers {
             worker.join().expect("worker");
@@ -408,11 +411,16 @@ fn leader_crash_under_load_for_every_protocol() {
             assert!(Instant::now() < deadline, "{protocol}: restarted {victim} did not catch up");
             std::thread::sleep(Duration::from_millis(250));
         }
+        if !recovers {
+            let status = cluster.status(&victim).expect("the restarted replica answers /status");
+            assert_eq!(status["nodes"][0]["stats"]["executed"], 0, "{protocol}: a retired {victim} executes nothing");
+            assert!(digest(&status).is_none(), "{protocol}: a retired {victim} has no state to compare");
+        }
         eprintln!(
             "{protocol}: killed {victim}; progress again after {:.0} ms; {oks} ok events linearizable; \
              restarted replica {}; {:.1}s in all",
             recovered_in.as_secs_f64() * 1e3,
-            if recovers { "caught up" } else { "not restarted (crash model: stop)" },
+            if recovers { "caught up" } else { "stayed out (crash model: stop)" },
             started.elapsed().as_secs_f64()
         );
     }

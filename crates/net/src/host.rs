@@ -17,7 +17,7 @@ use crate::clock::{SkewedClock, monotonic_ns};
 use crate::config::{ClusterFile, ConfigError, FileRole};
 use crate::faults::{FaultShim, NodeFault, Verdict};
 use crate::metrics::{LocalNodeMetrics, Metrics, Transport};
-use crate::storage::Storage;
+use crate::storage::{self, Storage};
 use crate::timer::PreciseTimer;
 use crate::udp::{Receiver, Sender, Sent};
 use crate::wire::{self, Body, Header, Packer, Reassembly};
@@ -217,7 +217,7 @@ impl<P: Protocol> Host<P> {
                 continue;
             }
             let id = NodeId(index as u32);
-            let path = cluster.data_dir.join(format!("{}-n{}.log", me.name, id.0));
+            let path = cluster.data_dir.join(storage::durable_file_name(&me.name, id.0));
             if topology.node(id).role == Role::Client {
                 // Client nodes restart fresh: request numbers start at 1 again, under a new client
                 // id (the boot number is its incarnation), so replicas never mistake them for retries.

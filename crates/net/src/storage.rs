@@ -13,6 +13,21 @@ use std::path::{Path, PathBuf};
 pub const RECORD_LEN_MAX: usize = 256 * 1024 * 1024;
 const RECORD_HEADER_LEN: usize = 12;
 
+/// The name of node `node`'s durable file in the data directory, when the cluster-file entry
+/// `host` runs it: `<host>-n<node>.log`.
+pub fn durable_file_name(host: &str, node: u32) -> String {
+    format!("{host}-n{node}.log")
+}
+
+/// True for a name [`durable_file_name`] gives, so that tools can tell a cluster's durable
+/// files from anything else in its data directory.
+pub fn is_durable_file_name(name: &str) -> bool {
+    let Some((host, node)) = name.strip_suffix(".log").and_then(|stem| stem.rsplit_once("-n")) else {
+        return false;
+    };
+    !host.is_empty() && !node.is_empty() && node.bytes().all(|b| b.is_ascii_digit())
+}
+
 /// A node's durable file.
 pub struct Storage {
     path: PathBuf,
@@ -142,6 +157,17 @@ impl Storage {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn durable_file_names_are_recognised() {
+        // Goal: `cluster up` finds an earlier cluster's durable files by name and nothing else
+        // (a user's `up.log` in the same directory is not one).
+        assert!(is_durable_file_name(&durable_file_name("r0", 0)));
+        assert!(is_durable_file_name(&durable_file_name("gateway-1", 17)));
+        for other in ["up.log", "r0-n0.log.txt", "r0-nx.log", "-n3.log", "r0-n.log", "cluster.toml"] {
+            assert!(!is_durable_file_name(other), "{other}");
+        }
+    }
 
     #[test]
     fn records_survive_reopen_and_torn_tails_are_cut() {
