@@ -29,7 +29,7 @@
 //! | `Requests` | proxy (or client) → replicas | DOM multicast of a batch with one send time and bound |
 //! | `FastReplies` | replica → proxy | appended (batched per sender); hash; result (leader); OWD estimate |
 //! | `SlowReply` | follower → proxy | synced with the leader up to this request |
-//! | `Sync` | leader → followers | log positions (ids and deadlines, bodies on resend), commit point, crash-vector, slow-reply flag (leader checking quorums); heartbeat |
+//! | `Sync` | leader → followers | log positions (ids, deadlines; bodies on resend), commit point, crash-vector, slow-reply flag; heartbeat |
 //! | `SyncAck` | follower → leader | sync-point (and "I lack the next body") |
 //! | `ViewChangeRequest` | replica → replicas | "I moved to view v" |
 //! | `ViewChange` | replica → new leader | its log, sync-point, last normal view |
