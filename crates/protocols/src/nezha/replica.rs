@@ -6,7 +6,7 @@ use super::dom::{EarlyBuffer, EstimatorOptions, OwdEstimator};
 use super::hashes::{ConflictTable, Footprint};
 use super::leader_quorum::LeaderQuorums;
 use super::messages::{Checkpoint, CrashVector, Entry, FastReply, LogImage, Message, SyncEntry};
-use super::sync::{AnnounceDelay, SyncBatch};
+use super::sync::{AnnounceDelay, ResendBackoff, SyncBatch};
 use super::{Config, Durable, Nezha, Timer};
 use bytes::Bytes;
 use ordo_core::{
@@ -124,6 +124,10 @@ pub struct Replica {
     /// Leader: the acknowledgements at the previous tick (a follower whose ack did not move
     /// while behind gets a resend).
     pub(super) acked_last_tick: Vec<u64>,
+    /// Leader: per follower, ticks between resends while its acknowledgement stays stuck, and
+    /// ticks until the next (a crashed follower would otherwise get a resend, often a whole
+    /// state transfer, every tick).
+    pub(super) resend_backoff: Vec<ResendBackoff>,
     /// Leader: the first position no sync announced yet.
     pub(super) unannounced: u64,
     /// Leader: the announce timer is pending, and whether it runs the short (slow-path) delay.
@@ -212,6 +216,7 @@ impl Replica {
             pending_sync: BTreeMap::new(),
             acked: vec![0; n],
             acked_last_tick: vec![0; n],
+            resend_backoff: vec![ResendBackoff::default(); n],
             unannounced: 1,
             announce_scheduled: None,
             slow_path_waiting: false,

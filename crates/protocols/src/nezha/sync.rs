@@ -19,6 +19,31 @@ pub(super) enum AnnounceDelay {
     FastPath,
 }
 
+/// Resends to a follower whose acknowledgement is stuck: the first at once, then after 1, 2,
+/// 4 ... ticks (at most `RESEND_INTERVAL_MAX`), until it acknowledges again. A follower that is
+/// alive acknowledges the first resend; a crashed one gets about ten a second, not a thousand.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct ResendBackoff {
+    interval: u32,
+    wait: u32,
+}
+
+/// Most ticks between two resends to a stuck follower (128 ms at the default 1 ms tick).
+const RESEND_INTERVAL_MAX: u32 = 128;
+
+impl ResendBackoff {
+    /// One tick with the acknowledgement stuck: true when a resend is due now.
+    fn due(&mut self) -> bool {
+        if self.wait > 0 {
+            self.wait -= 1;
+            return false;
+        }
+        self.wait = self.interval;
+        self.interval = (self.interval * 2).clamp(1, RESEND_INTERVAL_MAX);
+        true
+    }
+}
+
 /// What a `Sync` carries besides its view and crash-vector.
 pub(super) struct SyncBatch {
     /// Position of the first entry.
@@ -135,7 +160,10 @@ impl Replica {
                 continue;
             }
             let stuck = self.acked[follower] < end && self.acked[follower] == self.acked_last_tick[follower];
-            if stuck {
+            if !stuck {
+                self.resend_backoff[follower] = ResendBackoff::default();
+            }
+            if stuck && self.resend_backoff[follower].due() {
                 self.resend_to(follower, out);
             } else {
                 let heartbeat = self.sync_message(end + 1, Vec::new());

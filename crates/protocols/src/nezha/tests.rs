@@ -355,6 +355,29 @@ fn after_a_rejoin_by_state_transfer_fast_replies_match_again() {
 }
 
 #[test]
+fn a_crashed_follower_gets_resends_with_backoff_not_every_tick() {
+    // Goal: the leader resends to a follower whose acknowledgement is stuck, but a crashed one
+    // never answers; once its positions were folded, every resend is a whole state transfer.
+    // Backing off keeps that to a handful over 100 ms (it was one per 1 ms tick), while a
+    // follower that comes back still catches up.
+    let config = Config { checkpoint_interval: 4, ..config() };
+    let mut cluster: Cluster<Nezha> = Cluster::new(3, 1, config);
+    let client = cluster.client(0);
+    let (leader, follower) = (cluster.replica(0), cluster.replica(2));
+    commit_all(&mut cluster, client, 10);
+    cluster.crash(follower);
+    commit_all(&mut cluster, client, 20);
+    let transfers = |c: &Cluster<Nezha>| c.stats(leader).events.get("state_transfer").copied().unwrap_or(0);
+    let before = transfers(&cluster);
+    cluster.run_for(100_000_000);
+    let sent = transfers(&cluster) - before;
+    assert!((1..=10).contains(&sent), "{sent} state transfers to a crashed follower in 100 ms");
+    cluster.restart(follower);
+    assert!(cluster.run_until(300_000_000, |c| c.status(follower).contains("normal")));
+    commit_all(&mut cluster, client, 5);
+}
+
+#[test]
 fn stray_fast_reply_hash_differs_after_rejoin() {
     // Goal (spec §11 #26, App. H.2): once the leader learns a rejoined follower's raised
     // counter, the same log yields another hash, so fast-replies sent before the crash can

@@ -13,6 +13,7 @@ use super::hashes::ConflictTable;
 use super::messages::{Checkpoint, CrashVector, Entry, LogImage, Message};
 use super::quorum::recovery_votes;
 use super::replica::{Replica, Status, Vote};
+use super::sync::ResendBackoff;
 use ordo_core::{ClientId, ClockReading, NodeId, Outbox};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -297,6 +298,7 @@ impl Replica {
         self.acked = vec![0; self.replicas.len()];
         self.acked[self.rank] = end;
         self.acked_last_tick = vec![0; self.replicas.len()];
+        self.resend_backoff = vec![ResendBackoff::default(); self.replicas.len()];
         self.unannounced = end + 1;
         self.reset_timeout();
         let executable = if self.is_leader() { end } else { commit };
