@@ -75,7 +75,16 @@ struct Recovery {
     recovered_ns: Option<u64>,
     /// Lowest bucket in the 100 ms after the old leader boots again.
     rejoin_low: f64,
+    /// Median latency (ms) of operations invoked between warm-up and the crash...
+    p50_before_ms: f64,
+    /// ... and once the old leader has been back for `SETTLED_NS`: a rejoined replica must not
+    /// leave the protocol slower than before (a follower whose fast-replies never match again
+    /// would).
+    p50_after_ms: f64,
 }
+
+/// After the old leader boots again, the time it gets to rejoin before latency is compared.
+const SETTLED_NS: u64 = 200 * MS;
 
 fn analyse(history: &[HistoryEvent]) -> Recovery {
     let mut commits: Vec<u64> = history.iter().filter(|e| e.kind == EventKind::Ok).map(|e| e.time_ns).collect();
@@ -97,7 +106,32 @@ fn analyse(history: &[HistoryEvent]) -> Recovery {
         .map(|b| (b as u64 + 1) * BUCKET_NS - CRASH_NS);
     let rejoin = &per_bucket[bucket(RESTART_NS)..bucket(RESTART_NS + 100 * MS)];
     let rejoin_low = rejoin.iter().copied().fold(f64::INFINITY, f64::min);
-    Recovery { per_bucket, before, outage_ns, recovered_ns, rejoin_low }
+    let p50_before_ms = median_latency_ms(history, WARM_NS..CRASH_NS);
+    let p50_after_ms = median_latency_ms(history, RESTART_NS + SETTLED_NS..DURATION_NS);
+    Recovery { per_bucket, before, outage_ns, recovered_ns, rejoin_low, p50_before_ms, p50_after_ms }
+}
+
+/// The median latency of the operations invoked within `window` that completed.
+fn median_latency_ms(history: &[HistoryEvent], window: std::ops::Range<u64>) -> f64 {
+    let mut invoked = std::collections::BTreeMap::new();
+    let mut latencies = Vec::new();
+    for event in history {
+        match event.kind {
+            EventKind::Invoke => {
+                invoked.insert(event.client, event.time_ns);
+            }
+            EventKind::Ok => {
+                if let Some(start) = invoked.remove(&event.client).filter(|start| window.contains(start)) {
+                    latencies.push(event.time_ns - start);
+                }
+            }
+            _ => {
+                invoked.remove(&event.client);
+            }
+        }
+    }
+    latencies.sort_unstable();
+    latencies.get(latencies.len() / 2).map_or(f64::NAN, |&ns| ns as f64 / MS as f64)
 }
 
 fn out_dir() -> PathBuf {
@@ -112,8 +146,17 @@ fn main() {
         RESTART_NS / MS
     );
     println!(
-        "{:<11} {:>9} {:>11} {:>10} {:>13} {:>12} {:>8} {:>6}",
-        "protocol", "offered/s", "before/s", "outage ms", "recovered ms", "rejoin low", "linear.", "agree"
+        "{:<11} {:>9} {:>11} {:>10} {:>13} {:>12} {:>11} {:>10} {:>8} {:>6}",
+        "protocol",
+        "offered/s",
+        "before/s",
+        "outage ms",
+        "recovered ms",
+        "rejoin low",
+        "p50 before",
+        "p50 after",
+        "linear.",
+        "agree"
     );
     let mut csv = String::from("protocol,offered_per_s,time_ms,ops_per_s\n");
     let mut plots: Vec<(&str, Vec<Series>)> = PROTOCOLS.iter().map(|(label, ..)| (*label, Vec::new())).collect();
@@ -124,13 +167,15 @@ fn main() {
             let recovered =
                 recovery.recovered_ns.map_or("never".to_string(), |ns| format!("{:.0}", ns as f64 / MS as f64));
             println!(
-                "{:<11} {:>9.0} {:>11.0} {:>10.1} {:>13} {:>11.0}% {:>8} {:>6}",
+                "{:<11} {:>9.0} {:>11.0} {:>10.1} {:>13} {:>11.0}% {:>11.3} {:>10.3} {:>8} {:>6}",
                 label,
                 load,
                 recovery.before,
                 recovery.outage_ns as f64 / MS as f64,
                 recovered,
                 100.0 * recovery.rejoin_low / recovery.before,
+                recovery.p50_before_ms,
+                recovery.p50_after_ms,
                 run.report.linearizable.map_or("-".into(), |l| l.to_string()),
                 run.report.agreement
             );
