@@ -93,27 +93,20 @@ impl ConflictTable {
 
     /// Adds an entry to the log's hashes and raises the thresholds.
     pub fn add(&mut self, entry: &Entry, print: &Footprint) {
-        let hash = entry_hash(entry);
         for &bucket in &print.buckets {
             let b = bucket as usize;
             self.last_any[b] = self.last_any[b].max(entry.deadline);
             if print.write {
                 self.last_write[b] = self.last_write[b].max(entry.deadline);
-                self.hash[b] ^= hash;
             }
         }
+        toggle_write(&mut self.hash, entry, print);
     }
 
     /// Removes an entry from the log's hashes. Thresholds stay: they only ever make the entry
     /// check stricter.
     pub fn remove(&mut self, entry: &Entry, print: &Footprint) {
-        if !print.write {
-            return;
-        }
-        let hash = entry_hash(entry);
-        for &bucket in &print.buckets {
-            self.hash[bucket as usize] ^= hash;
-        }
+        toggle_write(&mut self.hash, entry, print);
     }
 
     /// The hash a fast-reply for a request with this footprint carries: the XOR of its buckets'
@@ -125,11 +118,8 @@ impl ConflictTable {
     /// The write hashes per bucket, with `entries` taken out: the hashes of the log without them.
     pub fn hashes_without<'a>(&self, entries: impl IntoIterator<Item = (&'a Entry, &'a Footprint)>) -> Vec<u64> {
         let mut hash = self.hash.clone();
-        for (entry, print) in entries.into_iter().filter(|(_, print)| print.write) {
-            let entry_hash = entry_hash(entry);
-            for &bucket in &print.buckets {
-                hash[bucket as usize] ^= entry_hash;
-            }
+        for (entry, print) in entries {
+            toggle_write(&mut hash, entry, print);
         }
         hash
     }
@@ -161,6 +151,17 @@ impl ConflictTable {
     pub fn raise_all(&mut self, deadline: u64) {
         self.last_any.iter_mut().for_each(|d| *d = (*d).max(deadline));
         self.last_write.iter_mut().for_each(|d| *d = (*d).max(deadline));
+    }
+}
+
+/// XORs a write's entry hash into (or out of) its buckets' hashes; reads leave them alone.
+fn toggle_write(hash: &mut [u64], entry: &Entry, print: &Footprint) {
+    if !print.write {
+        return;
+    }
+    let entry_hash = entry_hash(entry);
+    for &bucket in &print.buckets {
+        hash[bucket as usize] ^= entry_hash;
     }
 }
 

@@ -6,7 +6,7 @@
 
 use super::Nezha;
 use super::messages::{FastReply, Message};
-use super::quorum::{Commit, QuorumTracker, UNHEARD_TICKS, fast_quorum};
+use super::quorum::{Commit, QuorumTracker, Silence, fast_quorum};
 use super::replica::{Replica, Status};
 use ordo_core::{ClockReading, CommandResult, NodeId, Outbox, RequestId};
 use std::collections::BTreeMap;
@@ -21,8 +21,8 @@ struct Counting {
 /// The leader's quorum trackers and the commits it owes the senders.
 pub struct LeaderQuorums {
     counting: BTreeMap<RequestId, Counting>,
-    /// By rank: ticks with requests being counted since the follower's last reply.
-    silent_ticks: Vec<u32>,
+    /// Which followers replied lately.
+    silence: Silence,
     /// Per sender: the followers' latest OWD estimates for it, by rank.
     owd: BTreeMap<NodeId, BTreeMap<usize, u64>>,
     /// Commits made by the current handler, per sender (empty between handlers).
@@ -34,7 +34,7 @@ impl LeaderQuorums {
     pub fn new(replicas: usize) -> Self {
         LeaderQuorums {
             counting: BTreeMap::new(),
-            silent_ticks: vec![0; replicas],
+            silence: Silence::new(replicas),
             owd: BTreeMap::new(),
             commits_out: BTreeMap::new(),
         }
@@ -54,7 +54,7 @@ impl LeaderQuorums {
     pub fn clear(&mut self) {
         self.counting.clear();
         self.commits_out.clear();
-        self.silent_ticks.fill(0);
+        self.silence.reset();
     }
 
     /// True when no commit waits to be sent.
@@ -90,7 +90,7 @@ impl Replica {
             return Err("replies to a replica that is not the leader of their view");
         }
         let rank = self.rank_of(from).ok_or("replies from a non-replica")?;
-        self.leader_quorums.silent_ticks[rank] = 0;
+        self.leader_quorums.silence.heard(rank);
         self.leader_quorums.owd.entry(about).or_default().insert(rank, owd_ns);
         match replies {
             Ok(fast) => {
@@ -138,12 +138,9 @@ impl Replica {
     /// Leader, every tick: a silent tick for every follower while requests are being counted
     /// (an idle leader suspects nobody).
     pub(super) fn count_silent_followers(&mut self) {
-        let quorums = &mut self.leader_quorums;
-        if !self.config.quorum_check_at_leader || quorums.counting.is_empty() {
-            return;
-        }
-        for ticks in &mut quorums.silent_ticks {
-            *ticks = ticks.saturating_add(1);
+        if self.config.quorum_check_at_leader {
+            let quorums = &mut self.leader_quorums;
+            quorums.silence.tick(!quorums.counting.is_empty());
         }
     }
 
@@ -153,9 +150,7 @@ impl Replica {
         if !self.config.quorum_check_at_leader {
             return false;
         }
-        let silent = &self.leader_quorums.silent_ticks;
-        let heard = (0..silent.len()).filter(|&rank| rank != self.rank && silent[rank] < UNHEARD_TICKS).count();
-        heard < fast_quorum(self.f) - 1
+        self.leader_quorums.silence.heard_count(Some(self.rank)) < fast_quorum(self.f) - 1
     }
 
     /// Sends the commits the handler made, one `Commits` per sender.

@@ -3,7 +3,7 @@
 
 use super::dom::LatencyBound;
 use super::messages::{FastReply, Message};
-use super::quorum::{Commit, QuorumTracker, UNHEARD_TICKS};
+use super::quorum::{Commit, QuorumTracker, Silence};
 use super::{Config, Flaw, Nezha, Timer};
 use ordo_core::{
     ClockReading, Command, CommandResult, Destinations, Node, NodeContext, NodeId, NodeStats, Outbox, RequestId,
@@ -75,8 +75,8 @@ pub struct Sender {
     stale: usize,
     /// Followers (besides the leader) a fast commit needs.
     fast_followers: usize,
-    /// By rank: ticks with requests in flight since the replica's last reply.
-    silent_ticks: Vec<u32>,
+    /// Which replicas replied lately.
+    silence: Silence,
     /// The sender counts replies itself (false when the leader checks quorums).
     checks_quorums: bool,
     batching: Batching,
@@ -110,7 +110,7 @@ impl Sender {
                 Flaw::None => super::quorum::fast_quorum(context.topology.f) - 1,
                 Flaw::MajorityFastQuorum => context.topology.f,
             },
-            silent_ticks: vec![0; count],
+            silence: Silence::new(count),
             checks_quorums: !config.quorum_check_at_leader,
             batching: Batching { max: batching.max.max(1), ..batching },
             pending: Vec::new(),
@@ -228,12 +228,7 @@ impl Sender {
 
     /// Fewer replicas are heard than a fast quorum: only the slow path can commit.
     fn wants_slow_replies(&self) -> bool {
-        let heard = self.silent_ticks.iter().filter(|&&ticks| ticks < UNHEARD_TICKS).count();
-        self.checks_quorums && heard <= self.fast_followers
-    }
-
-    fn heard(&mut self, rank: usize) {
-        self.silent_ticks[rank] = 0;
+        self.checks_quorums && self.silence.heard_count(None) <= self.fast_followers
     }
 
     fn is_leader(&self, view: u64, rank: usize) -> bool {
@@ -255,7 +250,7 @@ impl Sender {
             return None;
         };
         self.bound.update(rank, owd_ns);
-        self.heard(rank);
+        self.silence.heard(rank);
         let is_leader = self.is_leader(view, rank);
         let Some(flight) = self.inflight.get_mut(&id) else {
             stats.drop_input("fast-reply for a request not in flight");
@@ -282,7 +277,7 @@ impl Sender {
             return None;
         };
         self.bound.update(rank, owd_ns);
-        self.heard(rank);
+        self.silence.heard(rank);
         let is_leader = self.is_leader(view, rank);
         let Some(flight) = self.inflight.get_mut(&id) else {
             // Usual: the request committed on the fast path before its sync.
@@ -344,11 +339,7 @@ impl Sender {
     /// up or retries through another proxy); counts a silent tick for every replica if some
     /// request was in flight (an idle sender suspects nobody).
     pub fn tick(&mut self) {
-        if !self.inflight.is_empty() {
-            for ticks in &mut self.silent_ticks {
-                *ticks = ticks.saturating_add(1);
-            }
-        }
+        self.silence.tick(!self.inflight.is_empty());
         let forget = self.forget_ticks;
         self.inflight.retain(|_, flight| {
             flight.age_ticks += 1;

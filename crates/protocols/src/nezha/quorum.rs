@@ -8,11 +8,49 @@ use ordo_core::CommandResult;
 use std::collections::BTreeMap;
 
 /// Ticks with requests awaiting replies after which a replica that sent none counts as unheard.
-/// Whoever checks quorums (the DOM sender, or the leader with `quorum_check_at_leader`) asks
-/// followers for slow-replies while it hears fewer replicas than a fast quorum: otherwise, with
-/// `f` replicas down, every request would wait for its client's retry (choice 6 leaves out the
-/// slow-replies of followers whose fast-reply matched).
-pub const UNHEARD_TICKS: u32 = 2;
+const UNHEARD_TICKS: u32 = 2;
+
+/// Which replicas replied lately, for whoever checks quorums (the DOM sender, or the leader
+/// with `quorum_check_at_leader`). While it hears fewer replicas than a fast quorum it asks
+/// followers for slow-replies: otherwise, with `f` replicas down, every request would wait for
+/// its client's retry (choice 6 leaves out the slow-replies of followers whose fast-reply
+/// matched).
+#[derive(Clone, Debug)]
+pub struct Silence {
+    /// By rank: ticks with replies awaited since the replica last replied.
+    ticks: Vec<u32>,
+}
+
+impl Silence {
+    /// Every replica of `replicas` heard.
+    pub fn new(replicas: usize) -> Self {
+        Silence { ticks: vec![0; replicas] }
+    }
+
+    /// One tick: a silent tick for every replica if replies were awaited (a checker with
+    /// nothing in flight suspects nobody).
+    pub fn tick(&mut self, awaiting: bool) {
+        if awaiting {
+            self.ticks.iter_mut().for_each(|ticks| *ticks = ticks.saturating_add(1));
+        }
+    }
+
+    /// The replica of `rank` replied.
+    pub fn heard(&mut self, rank: usize) {
+        self.ticks[rank] = 0;
+    }
+
+    /// Every replica heard again (a new view).
+    pub fn reset(&mut self) {
+        self.ticks.fill(0);
+    }
+
+    /// Replicas that replied within `UNHEARD_TICKS`, leaving out `except`.
+    pub fn heard_count(&self, except: Option<usize>) -> usize {
+        let heard = |(rank, &ticks): (usize, &u32)| Some(rank) != except && ticks < UNHEARD_TICKS;
+        self.ticks.iter().enumerate().filter(|&entry| heard(entry)).count()
+    }
+}
 
 /// The size of the fast super quorum, leader included: `f + ⌈f/2⌉ + 1`.
 pub fn fast_quorum(f: usize) -> usize {

@@ -182,6 +182,7 @@ impl Replica {
             let Durable::Launched { rank: stored } = record;
             assert_eq!(*stored, rank, "a replica restarts with its own launch marker");
         }
+        let conflicts = ConflictTable::new(config.commutativity);
         let mut replica = Replica {
             me: context.id,
             rank,
@@ -195,7 +196,7 @@ impl Replica {
                 deadline_max: 0,
                 state: (context.new_state_machine)().snapshot().into(),
                 clients: Vec::new(),
-                hashes: ConflictTable::new(config.commutativity).hashes_without([]),
+                hashes: conflicts.hashes_without([]),
             }),
             unfolded: None,
             synced: Vec::new(),
@@ -206,7 +207,7 @@ impl Replica {
             state_machine: (context.new_state_machine)(),
             new_state_machine: context.new_state_machine,
             clients: BTreeMap::new(),
-            conflicts: ConflictTable::new(config.commutativity),
+            conflicts,
             early: EarlyBuffer::new(config.early_buffer_max),
             early_ids: BTreeMap::new(),
             late: BTreeMap::new(),
