@@ -60,6 +60,10 @@ pub struct SimArgs {
     /// Clock error bound every clock claims, e.g. 10us.
     #[arg(long, value_parser = parse::duration_ns)]
     clock_error: Option<u64>,
+    /// Each clock reading is off by a uniform amount within ± this, e.g. 100us (clocks whose
+    /// jitter exceeds --clock-error break the bound they claim: a clock fault).
+    #[arg(long, value_parser = parse::duration_ns)]
+    clock_jitter: Option<u64>,
     /// Run each client on one machine with one of the protocol's extra nodes (Nezha: proxies as
     /// sidecars of their clients).
     #[arg(long)]
@@ -144,6 +148,9 @@ fn build_config(args: &SimArgs, seeds_mode: bool) -> Result<SimConfig, String> {
     };
     if let Some(bound) = args.clock_error {
         config.clock.error_bound_ns = bound;
+    }
+    if let Some(jitter) = args.clock_jitter {
+        config.clock.jitter_ns = jitter;
     }
     for (key, value) in &args.protocol_options {
         config.protocol.insert(key.clone(), value.clone());

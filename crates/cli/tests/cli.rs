@@ -56,6 +56,24 @@ fn sim_json_has_the_promised_fields() {
 }
 
 #[test]
+fn clock_jitter_reaches_the_simulated_clocks() {
+    // Goal: `--clock-jitter` makes readings off by up to that much (`--clock-error` alone only
+    // sets the claim), so Nezha's fast path falls while the run stays linearizable.
+    let fast_path = |extra: &[&str]| {
+        let mut args = vec!["sim", "--protocol", "nezha", "--duration", "200ms", "--clients", "16"];
+        args.extend_from_slice(&["--set", "proxies=3", "--clock-error", "1ms", "--json"]);
+        args.extend_from_slice(extra);
+        let output = ordo(&args);
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        let json: serde_json::Value = serde_json::from_str(&stdout(&output)).expect("one JSON object");
+        assert_eq!(json["linearizable"], true);
+        json["fast_path_ratio"].as_f64().expect("nezha reports its fast path")
+    };
+    let (claimed, jittered) = (fast_path(&[]), fast_path(&["--clock-jitter", "1ms"]));
+    assert!(claimed > 0.9 && jittered < 0.5, "fast path {claimed} without jitter, {jittered} with");
+}
+
+#[test]
 fn seed_search_catches_a_canary_and_prints_its_replay() {
     // Goal: a failing seed search exits non-zero and prints a command that replays the seed.
     let output = ordo(&[
