@@ -136,12 +136,15 @@ pub struct Config {
     pub sync_batch_max: usize,
     /// The leader announces new positions once this many wait (sync batching, §5)...
     pub sync_batch_min: usize,
-    /// ... or this long after the first of them was appended, when one of them waits for the
-    /// slow path (the leader raised its deadline, or a quorum checker asks for slow-replies)...
+    /// ... or this long after the first of them was appended...
     pub sync_delay_ns: u64,
-    /// ... else this long: every waiting position is expected to commit on the fast path, where
-    /// no client waits for its sync, so batches may grow (fewer syncs per follower).
+    /// ... extended to this long when, by then, at least `sync_fast_path_min` positions wait and
+    /// every one of them is expected to commit on the fast path, where no client waits for its
+    /// sync: under load, batches grow (fewer syncs per follower)...
     pub sync_delay_fast_path_ns: u64,
+    /// ... but not under light load, where a sync costs the leader little and a follower whose
+    /// fast-reply did not match (which the leader cannot see) has its client wait for the sync.
+    pub sync_fast_path_min: usize,
     /// A follower acknowledges syncs once its sync-point has moved this many positions (and
     /// every heartbeat, resend and missing body): fewer messages for the leader per follower.
     pub sync_ack_every: u64,
@@ -179,6 +182,7 @@ impl Default for Config {
             sync_batch_min: 256,
             sync_delay_ns: 100_000,
             sync_delay_fast_path_ns: 300_000,
+            sync_fast_path_min: 64,
             sync_ack_every: 256,
             checkpoint_interval: 1024,
             client_table_max: 100_000,

@@ -749,13 +749,7 @@ impl Node<Nezha> for Replica {
                 self.on_tick(now, out);
                 out.set_timer(Timer::Tick, self.config.heartbeat_ns);
             }
-            Timer::Announce => {
-                self.announce_scheduled = None;
-                if self.status == Status::Normal && self.is_leader() {
-                    self.announce(out);
-                    self.maybe_checkpoint();
-                }
-            }
+            Timer::Announce => self.on_announce_timer(out),
             Timer::ProxyTick | Timer::ProxyFlush | Timer::ClientRetry => {
                 self.stats.drop_input("sender timer at a replica")
             }

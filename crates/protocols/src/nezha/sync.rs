@@ -10,13 +10,13 @@ use super::{Nezha, Timer};
 use ordo_core::{ClockReading, NodeId, Outbox};
 use std::collections::{BTreeMap, VecDeque};
 
-/// How soon the leader's pending announcement is due (the shorter first).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+/// The leader's pending announcement.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum AnnounceDelay {
-    /// `sync_delay_ns`: a position waits for the slow path.
-    SlowPath,
-    /// `sync_delay_fast_path_ns`: every position is expected to commit on the fast path.
-    FastPath,
+    /// Due `sync_delay_ns` after the first waiting position.
+    First,
+    /// Extended to `sync_delay_fast_path_ns`: many positions wait, all on the fast path.
+    Extended,
 }
 
 /// Resends to a follower whose acknowledgement is stuck: the first at once, then after 1, 2,
@@ -57,28 +57,43 @@ pub(super) struct SyncBatch {
 }
 
 impl Replica {
-    /// Leader: announces new positions now if a batch is full, else within `sync_delay_ns` when
-    /// one of them waits for the slow path and `sync_delay_fast_path_ns` when none does.
+    /// Leader: announces new positions now if a batch is full; else makes sure an announcement
+    /// is due, within `sync_delay_ns` once a position waits for the slow path.
     pub(super) fn maybe_announce(&mut self, out: &mut Outbox<Nezha>) {
-        let waiting = (self.sync_point() + 1).saturating_sub(self.unannounced);
+        let waiting = self.waiting_announcement();
         if waiting >= self.config.sync_batch_min as u64 {
             self.announce(out);
             self.maybe_checkpoint();
             return;
         }
-        if waiting == 0 {
+        let extended_but_slow = self.announce_scheduled == Some(AnnounceDelay::Extended) && self.slow_path_waits();
+        if waiting > 0 && (self.announce_scheduled.is_none() || extended_but_slow) {
+            self.announce_scheduled = Some(AnnounceDelay::First);
+            out.set_timer(Timer::Announce, self.config.sync_delay_ns);
+        }
+    }
+
+    /// Leader: the announcement is due; it waits longer (choice 4) while enough positions wait
+    /// and all of them are expected to commit on the fast path.
+    pub(super) fn on_announce_timer(&mut self, out: &mut Outbox<Nezha>) {
+        let scheduled = self.announce_scheduled.take();
+        if self.status != Status::Normal || !self.is_leader() {
             return;
         }
-        let delay = if self.slow_path_waits() { AnnounceDelay::SlowPath } else { AnnounceDelay::FastPath };
-        // A pending fast-path timer is brought forward when a slow-path position arrives.
-        if self.announce_scheduled.is_none_or(|scheduled| delay < scheduled) {
-            self.announce_scheduled = Some(delay);
-            let delay_ns = match delay {
-                AnnounceDelay::SlowPath => self.config.sync_delay_ns,
-                AnnounceDelay::FastPath => self.config.sync_delay_fast_path_ns,
-            };
-            out.set_timer(Timer::Announce, delay_ns);
+        let many_wait = self.waiting_announcement() >= self.config.sync_fast_path_min as u64;
+        if scheduled == Some(AnnounceDelay::First) && many_wait && !self.slow_path_waits() {
+            self.announce_scheduled = Some(AnnounceDelay::Extended);
+            let rest = self.config.sync_delay_fast_path_ns.saturating_sub(self.config.sync_delay_ns);
+            out.set_timer(Timer::Announce, rest.max(1));
+            return;
         }
+        self.announce(out);
+        self.maybe_checkpoint();
+    }
+
+    /// Leader: positions appended and not yet announced.
+    fn waiting_announcement(&self) -> u64 {
+        (self.sync_point() + 1).saturating_sub(self.unannounced)
     }
 
     /// Leader: some unannounced position waits for the slow path, or a quorum checker hears too

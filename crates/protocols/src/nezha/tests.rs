@@ -143,27 +143,45 @@ fn announce_delay(out: &Outbox<Nezha>) -> Option<u64> {
     })
 }
 
+/// The `Sync` multicasts among a handler's effects.
+fn syncs_sent(out: &Outbox<Nezha>) -> usize {
+    out.effects()
+        .iter()
+        .filter(|effect| matches!(effect, ordo_core::Effect::Multicast { message: Message::Sync { .. }, .. }))
+        .count()
+}
+
 #[test]
-fn syncs_wait_longer_while_every_position_takes_the_fast_path() {
+fn syncs_wait_longer_while_many_positions_take_the_fast_path() {
     // Goal (choice 4): no client waits for the sync of a position that commits on the fast
-    // path, so the leader batches those syncs longer; a position whose deadline it raised can
-    // only commit on the slow path, which waits for its sync, so the announcement is brought
-    // forward to the short delay.
-    let config = config();
+    // path, so under load the leader batches those syncs longer. Under light load it keeps the
+    // short delay (a follower's mismatched fast-reply, which the leader cannot see, makes its
+    // client wait for the sync), and a position whose deadline it raised can only commit on the
+    // slow path, so an extended announcement is brought forward.
+    let config = Config { sync_fast_path_min: 2, ..config() };
     let mut leader = replica(0, config.clone());
     let mut out = Outbox::default();
     leader.on_message(clock(0), NodeId(3), request(3, 1, 0, 200, Command::set("k", "b")), &mut out);
     leader.on_timer(clock(300), super::Timer::Release, &mut out);
-    assert_eq!(announce_delay(&out), Some(config.sync_delay_fast_path_ns), "on time: the long delay");
+    assert_eq!(announce_delay(&out), Some(config.sync_delay_ns), "the first delay is short");
     let mut out = Outbox::default();
-    leader.on_message(clock(310), NodeId(4), request(4, 1, 0, 100, Command::set("k", "a")), &mut out);
+    leader.on_timer(clock(400), super::Timer::Announce, &mut out);
+    assert_eq!((syncs_sent(&out), announce_delay(&out)), (1, None), "one position waits: announced");
+
+    let mut out = Outbox::default();
+    leader.on_message(clock(410), NodeId(3), request(3, 2, 410, 200, Command::set("k", "c")), &mut out);
+    leader.on_message(clock(420), NodeId(4), request(4, 1, 420, 200, Command::set("j", "d")), &mut out);
+    leader.on_timer(clock(700), super::Timer::Release, &mut out);
+    assert_eq!(announce_delay(&out), Some(config.sync_delay_ns));
+    let mut out = Outbox::default();
+    leader.on_timer(clock(800), super::Timer::Announce, &mut out);
+    let rest = config.sync_delay_fast_path_ns - config.sync_delay_ns;
+    assert_eq!((syncs_sent(&out), announce_delay(&out)), (0, Some(rest)), "two wait, fast path: extended");
+
+    let mut out = Outbox::default();
+    leader.on_message(clock(810), NodeId(4), request(4, 2, 0, 100, Command::set("k", "a")), &mut out);
     assert_eq!(leader.stats.events.get("leader_raised_deadline"), Some(&1));
-    assert_eq!(announce_delay(&out), Some(config.sync_delay_ns), "late: brought forward");
-    leader.on_timer(clock(410), super::Timer::Announce, &mut out);
-    let mut out = Outbox::default();
-    leader.on_message(clock(420), NodeId(3), request(3, 2, 420, 200, Command::set("j", "c")), &mut out);
-    leader.on_timer(clock(620), super::Timer::Release, &mut out);
-    assert_eq!(announce_delay(&out), Some(config.sync_delay_fast_path_ns), "announced: long again");
+    assert_eq!(announce_delay(&out), Some(config.sync_delay_ns), "late: the extended announcement brought forward");
     leader.check_invariants();
 }
 
