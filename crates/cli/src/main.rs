@@ -29,11 +29,9 @@ enum Command {
     },
     /// Run a protocol in the deterministic simulator (one seed, or a search over seeds).
     Sim(Box<sim_command::SimArgs>),
-    /// Check a client history (JSON lines) for linearizability: exit 0 yes, 1 no, 2 malformed.
-    Check {
-        /// The history file.
-        history: std::path::PathBuf,
-    },
+    /// Check a client history (JSON lines) for linearizability: exit 0 yes, 1 no, 2 malformed,
+    /// 3 unknown (a key too complex under the limits).
+    Check(check_command::CheckArgs),
     /// Run one node of a cluster file over UDP (a replica, another role, or the Redis gateway).
     Node(node_command::NodeArgs),
     /// Run a local cluster of processes on 127.0.0.1 with a Redis gateway.
@@ -53,7 +51,7 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Command::Sim(args) => sim_command::run(*args),
-        Command::Check { history } => check_command::run(&history),
+        Command::Check(args) => check_command::run(&args),
         Command::Node(args) => node_command::run(args),
         Command::Cluster(command) => cluster_command::run(command),
         Command::Bench(args) => bench_command::run(*args),

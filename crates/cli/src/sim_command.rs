@@ -4,7 +4,7 @@ use crate::parse;
 use clap::Args;
 use ordo_core::Protocol;
 use ordo_protocols::{ProtocolVisitor, with_protocol};
-use ordo_sim::{CpuCost, FaultPlan, LatencyModel, SimConfig, SimReport, WorkloadSpec};
+use ordo_sim::{CpuCost, FaultPlan, LatencyModel, SimConfig, SimReport, Violation, WorkloadSpec};
 use std::process::ExitCode;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -83,6 +83,13 @@ pub struct SimArgs {
     /// Skip the linearizability check (large benchmark runs).
     #[arg(long)]
     no_check: bool,
+    /// Most configurations the linearizability check keeps for one key (default 1000000); past
+    /// it the key is too complex and the run's linearizability unknown (exit 3).
+    #[arg(long)]
+    check_configurations_max: Option<usize>,
+    /// Most configurations one step of the check may explore (default 20000000).
+    #[arg(long)]
+    check_explored_max: Option<usize>,
 }
 
 struct RunOne(SimConfig);
@@ -158,6 +165,12 @@ fn build_config(args: &SimArgs, seeds_mode: bool) -> Result<SimConfig, String> {
     if args.no_check {
         config.check_linearizability = false;
     }
+    if let Some(max) = args.check_configurations_max {
+        config.check_limits.configurations_max = max;
+    }
+    if let Some(max) = args.check_explored_max {
+        config.check_limits.explored_per_step_max = max;
+    }
     config.colocate_clients |= args.colocate_clients;
     config.validate()?;
     Ok(config)
@@ -202,10 +215,15 @@ fn run_single(args: &SimArgs, config: SimConfig) -> ExitCode {
         print!("{}", run.report.table());
     }
     match run.report.violation() {
+        Some(Violation::Inconclusive(_)) => ExitCode::from(INCONCLUSIVE),
         Some(_) => ExitCode::from(1),
         None => ExitCode::SUCCESS,
     }
 }
+
+/// Exit code of a run (or campaign) that nothing failed but whose linearizability check hit its
+/// limits somewhere: unknown, neither a pass nor a failure.
+const INCONCLUSIVE: u8 = 3;
 
 /// The command line that replays one seed: the user's arguments with `--seeds` replaced.
 fn replay_command(seed: u64) -> String {
@@ -245,6 +263,7 @@ fn search(args: &SimArgs, config: SimConfig, seeds: std::ops::RangeInclusive<u64
     let next = AtomicU64::new(*seeds.start());
     let stop = AtomicBool::new(false);
     let failures: Mutex<Vec<(u64, String)>> = Mutex::new(Vec::new());
+    let inconclusive: Mutex<Vec<u64>> = Mutex::new(Vec::new());
     let setup_error: Mutex<Option<String>> = Mutex::new(None);
     let passed = AtomicU64::new(0);
     std::thread::scope(|scope| {
@@ -264,6 +283,8 @@ fn search(args: &SimArgs, config: SimConfig, seeds: std::ops::RangeInclusive<u64
                         Ok(run) => {
                             println!("{}", one_line(&run.report));
                             match run.report.violation() {
+                                // Not a failure: the campaign goes on, and says so at the end.
+                                Some(Violation::Inconclusive(_)) => inconclusive.lock().expect("lock").push(seed),
                                 Some(violation) => {
                                     failures.lock().expect("lock").push((seed, violation.to_string()));
                                     stop.store(true, Ordering::SeqCst);
@@ -284,20 +305,33 @@ fn search(args: &SimArgs, config: SimConfig, seeds: std::ops::RangeInclusive<u64
     let mut failures = failures.into_inner().expect("lock");
     failures.sort();
     let passed = passed.into_inner();
+    let mut inconclusive = inconclusive.into_inner().expect("lock");
+    inconclusive.sort();
+    let unknown = match inconclusive.as_slice() {
+        [] => String::new(),
+        seeds => format!("{} inconclusive (seeds {seeds:?}), ", seeds.len()),
+    };
     match failures.first() {
         None => {
             println!(
-                "{passed} seeds passed, 0 failed: {} with faults={} ({} replicas, {} clients, {:.1}s each)",
+                "{passed} seeds passed, {unknown}0 failed: {} with faults={} ({} replicas, {} clients, {:.1}s each)",
                 args.protocol,
                 args.faults,
                 config.replicas,
                 config.clients,
                 config.duration_ns as f64 / 1e9
             );
+            if let Some(seed) = inconclusive.first() {
+                println!(
+                    "the linearizability check hit its limits; settle one with: {} --check-configurations-max 50000000",
+                    replay_command(*seed)
+                );
+                return ExitCode::from(INCONCLUSIVE);
+            }
             ExitCode::SUCCESS
         }
         Some((seed, violation)) => {
-            println!("{passed} seeds passed, 1 failed: seed {seed}: {violation}");
+            println!("{passed} seeds passed, {unknown}1 failed: seed {seed}: {violation}");
             println!("reproduce with: {}", replay_command(*seed));
             ExitCode::from(1)
         }

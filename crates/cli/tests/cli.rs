@@ -40,6 +40,7 @@ fn sim_json_has_the_promised_fields() {
         "sites",
         "fast_path_ratio",
         "linearizable",
+        "linearizability_unknown",
         "agreement",
         "events",
         "wall_s",
@@ -101,8 +102,23 @@ fn seed_search_catches_a_canary_and_prints_its_replay() {
 }
 
 #[test]
+fn a_campaign_with_inconclusive_checks_says_so_and_goes_on() {
+    // Goal: a seed whose linearizability check hits its limits is unknown, not a failure: the
+    // campaign runs every seed, lists the inconclusive ones, and exits 3 (not 0, not 1).
+    let args = ["sim", "--protocol", "multipaxos", "--seeds", "1..3", "--duration", "100ms", "--clients", "8"];
+    let output = ordo(&[&args[..], &["--check-configurations-max", "1", "--check-explored-max", "1"]].concat());
+    let text = stdout(&output);
+    assert_eq!(output.status.code(), Some(3), "{text}");
+    assert_eq!(text.lines().filter(|line| line.starts_with("seed ")).count(), 3, "every seed ran: {text}");
+    assert!(text.contains("0 seeds passed, 3 inconclusive (seeds [1, 2, 3]), 0 failed"), "{text}");
+    assert!(text.contains("--check-configurations-max"), "says how to settle it: {text}");
+    assert_eq!(ordo(&args).status.code(), Some(0), "settled under the default limits");
+}
+
+#[test]
 fn check_exit_codes() {
-    // Goal: `ordo check` exits 0 for a linearizable history, 1 for a stale read, 2 for garbage.
+    // Goal: `ordo check` exits 0 for a linearizable history, 1 for a stale read, 2 for garbage,
+    // 3 when the search hits its limits (unknown).
     let good = temp_file(
         "good.jsonl",
         concat!(
@@ -129,7 +145,21 @@ fn check_exit_codes() {
     assert_eq!(rejected.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&rejected.stderr).contains("line 1"));
     assert_eq!(ordo(&["check", "/nonexistent/history.jsonl"]).status.code(), Some(2));
-    for path in [good, stale, garbage] {
+    let concurrent_writes = [
+        r#"{"client": 1, "kind": "invoke", "time_ns": 0, "op": "write", "key": "k", "value": "a"}"#,
+        r#"{"client": 2, "kind": "invoke", "time_ns": 0, "op": "write", "key": "k", "value": "b"}"#,
+        r#"{"client": 1, "kind": "ok", "time_ns": 10, "op": "write", "key": "k", "value": "a"}"#,
+        r#"{"client": 2, "kind": "ok", "time_ns": 20, "op": "write", "key": "k", "value": "b"}"#,
+        r#"{"client": 3, "kind": "invoke", "time_ns": 30, "op": "read", "key": "k"}"#,
+        r#"{"client": 3, "kind": "ok", "time_ns": 40, "op": "read", "key": "k", "value": "b"}"#,
+    ];
+    let ambiguous = temp_file("ambiguous.jsonl", &concurrent_writes.join("\n"));
+    let path = ambiguous.to_str().unwrap();
+    let unknown = ordo(&["check", path, "--configurations-max", "1", "--explored-max", "1"]);
+    assert_eq!(unknown.status.code(), Some(3), "too complex is unknown, not a failure: {}", stdout(&unknown));
+    assert!(stdout(&unknown).starts_with("UNKNOWN"), "{}", stdout(&unknown));
+    assert_eq!(ordo(&["check", path]).status.code(), Some(0), "settled under the default limits");
+    for path in [good, stale, garbage, ambiguous] {
         let _ = std::fs::remove_file(path);
     }
 }

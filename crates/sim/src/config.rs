@@ -4,6 +4,7 @@
 use crate::faults::FaultPlan;
 use crate::network::LatencyModel;
 use crate::workload::WorkloadSpec;
+use ordo_check::CheckOptions;
 use serde::{Deserialize, Serialize};
 
 /// CPU time a server node spends per input, serially: a busy node queues its inputs, so a leader
@@ -89,6 +90,9 @@ pub struct SimConfig {
     pub check_invariants: bool,
     /// Check linearizability of the client history at the end.
     pub check_linearizability: bool,
+    /// Limits of the linearizability check; past them a key is too complex and the run's
+    /// linearizability is unknown (reported, neither a pass nor a failure).
+    pub check_limits: CheckOptions,
     /// Protocol options, as the protocol's `Config` in TOML form.
     pub protocol: toml::Table,
     /// Runs client c on one machine with the protocol's c-th extra node modulo their count (for
@@ -114,6 +118,7 @@ impl Default for SimConfig {
             faults: FaultPlan::default(),
             check_invariants: true,
             check_linearizability: true,
+            check_limits: CheckOptions::default(),
             protocol: toml::Table::new(),
             colocate_clients: false,
         }

@@ -123,10 +123,13 @@ pub struct SimReport {
     pub sites: Vec<SiteSummary>,
     /// Share of commits on the fast path; null for protocols without one.
     pub fast_path_ratio: Option<f64>,
-    /// Whether the history is linearizable (null when not checked).
+    /// Whether the history is linearizable (null when not checked, or when the check was
+    /// inconclusive: see `linearizability_unknown`).
     pub linearizable: Option<bool>,
     /// Why not.
     pub linearizability_error: Option<String>,
+    /// Why the check could not tell (a key too complex under `SimConfig::check_limits`).
+    pub linearizability_unknown: Option<String>,
     /// Whether replicas agree on every key's write order.
     pub agreement: bool,
     /// Why not.
@@ -162,6 +165,9 @@ pub enum Violation {
     Correctness(String),
     /// No progress after the faults healed.
     Liveness(String),
+    /// Nothing else failed, but the linearizability check hit its limits: unknown, neither a
+    /// pass nor a failure (raise `check_limits` to settle it).
+    Inconclusive(String),
 }
 
 impl std::fmt::Display for Violation {
@@ -170,12 +176,14 @@ impl std::fmt::Display for Violation {
             Violation::Assertion(why) => write!(f, "assertion: {why}"),
             Violation::Correctness(why) => write!(f, "correctness: {why}"),
             Violation::Liveness(why) => write!(f, "liveness: {why}"),
+            Violation::Inconclusive(why) => write!(f, "inconclusive: {why}"),
         }
     }
 }
 
 impl SimReport {
-    /// The first violation of the run, if any: assertion, then correctness, then liveness.
+    /// The first violation of the run, if any: assertion, then correctness, then liveness, then
+    /// an inconclusive linearizability check (so a real failure is never hidden behind it).
     pub fn violation(&self) -> Option<Violation> {
         if let Some(why) = &self.assertion {
             return Some(Violation::Assertion(why.clone()));
@@ -186,7 +194,10 @@ impl SimReport {
         if let Some(why) = &self.agreement_error {
             return Some(Violation::Correctness(format!("replicas disagree: {why}")));
         }
-        self.progress_error.as_ref().map(|why| Violation::Liveness(why.clone()))
+        if let Some(why) = &self.progress_error {
+            return Some(Violation::Liveness(why.clone()));
+        }
+        self.linearizability_unknown.as_ref().map(|why| Violation::Inconclusive(why.clone()))
     }
 
     /// A readable table.
@@ -259,13 +270,15 @@ impl SimReport {
         let _ = writeln!(
             out,
             "linearizable {}  agreement {}  progress {}{}",
-            ok(self.linearizable),
+            if self.linearizability_unknown.is_some() { "unknown" } else { ok(self.linearizable) },
             ok(Some(self.agreement)),
             ok(Some(self.progress)),
             self.assertion.as_ref().map(|a| format!("  ASSERTION: {a}")).unwrap_or_default()
         );
-        if let Some(v) = self.violation() {
-            let _ = writeln!(out, "VIOLATION   {v}");
+        match self.violation() {
+            Some(Violation::Inconclusive(why)) => _ = writeln!(out, "UNKNOWN     {why}"),
+            Some(v) => _ = writeln!(out, "VIOLATION   {v}"),
+            None => {}
         }
         let _ = writeln!(
             out,

@@ -86,13 +86,16 @@ pub(crate) fn report<P: Protocol>(world: &World<P>, assertion: Option<String>, w
         })
         .collect();
     let fast_path_ratio = (P::has_fast_path() && fast + slow > 0).then(|| fast as f64 / (fast + slow) as f64);
-    let (linearizable, linearizability_error) = if config.check_linearizability && assertion.is_none() {
-        match ordo_check::linearizability::check_linearizable(&world.history) {
-            Ok(_) => (Some(true), None),
-            Err(violation) => (Some(false), Some(violation.to_string())),
+    let (linearizable, linearizability_error, linearizability_unknown) = if config.check_linearizability
+        && assertion.is_none()
+    {
+        match ordo_check::check_linearizable_with(&world.history, &config.check_limits) {
+            Ok(_) => (Some(true), None, None),
+            Err(too_complex @ ordo_check::Violation::TooComplex { .. }) => (None, None, Some(too_complex.to_string())),
+            Err(violation) => (Some(false), Some(violation.to_string()), None),
         }
     } else {
-        (None, None)
+        (None, None, None)
     };
     let heal_ns = config.faults.heal_ns(config.duration_ns);
     let progress_error = progress_error(world, heal_ns);
@@ -114,6 +117,7 @@ pub(crate) fn report<P: Protocol>(world: &World<P>, assertion: Option<String>, w
         fast_path_ratio,
         linearizable,
         linearizability_error,
+        linearizability_unknown,
         agreement: outcome.agreement_error.is_none(),
         agreement_error: outcome.agreement_error.clone(),
         progress: progress_error.is_none(),

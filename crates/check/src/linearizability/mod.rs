@@ -36,7 +36,8 @@ use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Limits of the search.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct CheckOptions {
     /// Most configurations a key's frontier may hold before the key is reported
     /// [`Violation::TooComplex`] instead of exhausting memory.
