@@ -6,7 +6,7 @@ use crate::parse;
 use clap::{Args, Subcommand};
 use ordo_core::{CrashModel, Protocol};
 use ordo_net::ClusterFile;
-use ordo_net::config::FileRole;
+use ordo_net::config::{FileRole, with_runtime_defaults};
 use ordo_protocols::{ProtocolVisitor, with_protocol};
 use std::net::SocketAddr;
 use std::os::unix::process::CommandExt;
@@ -83,7 +83,7 @@ impl ProtocolVisitor for BuildFile<'_> {
     type Output = Result<ClusterFile, String>;
     fn visit<P: Protocol>(self) -> Self::Output {
         let args = self.0;
-        let options: toml::Table = args.protocol_options.iter().cloned().collect();
+        let options = with_runtime_defaults::<P>(&args.protocol_options.iter().cloned().collect());
         let config: P::Config =
             toml::Value::Table(options.clone()).try_into().map_err(|e| format!("protocol options: {e}"))?;
         P::validate_config(&config)?;
@@ -420,6 +420,39 @@ pub fn run(command: ClusterCommand) -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn up_args(protocol: &str, protocol_options: Vec<(String, toml::Value)>) -> UpArgs {
+        UpArgs {
+            protocol: protocol.into(),
+            replicas: 3,
+            clients: 4,
+            redis_port: 0,
+            port_base: 9000,
+            data_dir: None,
+            wipe_data_dir: false,
+            protocol_options,
+            no_fsync: true,
+            status_every: 0,
+            colocate: vec!["proxy".into()],
+        }
+    }
+
+    #[test]
+    fn real_clusters_get_the_protocols_runtime_defaults_unless_set() {
+        // Goal: every protocol's runtime defaults are options its Config accepts (a misspelt
+        // name would fail the build of the cluster file) and reach the cluster file; the
+        // user's --set wins over them.
+        for info in ordo_protocols::protocols().iter().filter(|info| !info.canary) {
+            let file = cluster_file(&up_args(info.name, vec![]), "/tmp/unused".into());
+            assert!(file.is_ok(), "{}: {:?}", info.name, file.err());
+        }
+        let timeout = |file: ClusterFile| file.protocol_options.get("view_change_timeout_ns").cloned();
+        let file = cluster_file(&up_args("nezha", vec![]), "/tmp/unused".into()).unwrap();
+        assert_eq!(timeout(file), Some(toml::Value::Integer(100_000_000)), "the runtime default");
+        let set = vec![("view_change_timeout_ns".to_string(), toml::Value::Integer(20_000_000))];
+        let file = cluster_file(&up_args("nezha", set), "/tmp/unused".into()).unwrap();
+        assert_eq!(timeout(file), Some(toml::Value::Integer(20_000_000)), "--set wins");
+    }
 
     #[test]
     fn wipe_deletes_only_an_earlier_clusters_files() {

@@ -420,6 +420,14 @@ pub trait Protocol: Sized + 'static {
         Ok(())
     }
 
+    /// Protocol options (`Config` fields, named as `ordo sim --set` names them) that a cluster
+    /// of real processes gets unless the user sets them. `Config::default()` suits the
+    /// simulator's LAN, where nothing stalls; a process on a busy host can wait milliseconds
+    /// for a core, and failure detectors tuned to 10 ms then suspect live nodes over and over.
+    fn runtime_defaults() -> &'static [(&'static str, u64)] {
+        &[]
+    }
+
     /// Protocol events (names counted with `NodeStats::count`) that a fuzz campaign with faults
     /// must reach, such as `view_change` or `state_transfer`: a campaign that never reaches
     /// them did not test them, and fails.

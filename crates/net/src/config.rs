@@ -72,6 +72,17 @@ impl FileRole {
     }
 }
 
+/// `options` over the protocol's option values for real processes
+/// ([`Protocol::runtime_defaults`]): what a cluster of processes runs with, whether its file was
+/// written by `ordo cluster up` (which records them) or by hand.
+pub fn with_runtime_defaults<P: Protocol>(options: &toml::Table) -> toml::Table {
+    let value = |ns: u64| toml::Value::Integer(i64::try_from(ns).expect("a runtime default fits in i64"));
+    let mut merged: toml::Table =
+        P::runtime_defaults().iter().map(|&(name, ns)| (name.to_string(), value(ns))).collect();
+    merged.extend(options.iter().map(|(name, value)| (name.clone(), value.clone())));
+    merged
+}
+
 /// Clock options of a node: an injected offset and drift on top of the system clock.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -218,9 +229,9 @@ impl ClusterFile {
         Ok(hosting)
     }
 
-    /// The protocol's options, parsed and validated.
+    /// The protocol's options over its runtime defaults, parsed and validated.
     pub fn protocol_config<P: Protocol>(&self) -> Result<P::Config, ConfigError> {
-        let config: P::Config = toml::Value::Table(self.protocol_options.clone())
+        let config: P::Config = toml::Value::Table(with_runtime_defaults::<P>(&self.protocol_options))
             .try_into()
             .map_err(|e| ConfigError::Invalid(format!("[protocol_options] for {}: {e}", P::NAME)))?;
         P::validate_config(&config).map_err(ConfigError::Invalid)?;
@@ -376,6 +387,18 @@ mod tests {
             assert_eq!(placement.topology.node(NodeId(3)).role, Role::Client);
             assert_eq!(ClusterFile::parse(&file.to_toml()).expect("round trip"), file);
         }
+    }
+
+    #[test]
+    fn a_cluster_runs_with_the_protocols_runtime_defaults_under_its_own_options() {
+        // Goal: a cluster file that does not set an option gets the protocol's value for real
+        // processes (a hand-written file too), and one that sets it keeps its own.
+        use ordo_protocols::nezha::Nezha;
+        let mut file =
+            ClusterFile::local::<Nezha>(&Default::default(), toml::Table::new(), 3, 4, 9000, None, "/x".into());
+        assert_eq!(file.protocol_config::<Nezha>().unwrap().view_change_timeout_ns, 100_000_000);
+        file.protocol_options.insert("view_change_timeout_ns".into(), toml::Value::Integer(30_000_000));
+        assert_eq!(file.protocol_config::<Nezha>().unwrap().view_change_timeout_ns, 30_000_000);
     }
 
     #[test]

@@ -253,6 +253,12 @@ impl Protocol for MultiPaxos {
     type Durable = Durable;
     type Config = Config;
 
+    /// 100 ms: under `redis-benchmark -c 50 -P 16` on a 2-core host, 10 ms made about 55 view
+    /// changes in 13 s.
+    fn runtime_defaults() -> &'static [(&'static str, u64)] {
+        &[("view_change_timeout_ns", 100_000_000)]
+    }
+
     fn coverage_goals() -> &'static [&'static str] {
         &["view_change", "state_transfer"]
     }

@@ -223,6 +223,12 @@ impl Protocol for Tempo {
         CrashModel::Stop
     }
 
+    /// Ten times the simulator's: under `redis-benchmark -c 50 -P 16` on a 2-core host the
+    /// defaults started about 40,000 command recoveries in 17 s (17.8k SET/s; 21.9k and none).
+    fn runtime_defaults() -> &'static [(&'static str, u64)] {
+        &[("recovery_timeout_ns", 100_000_000), ("suspect_timeout_ns", 200_000_000)]
+    }
+
     /// `retired`: a campaign must restart a crashed replica and see it stay out.
     fn coverage_goals() -> &'static [&'static str] {
         &["recovery", "retired"]
