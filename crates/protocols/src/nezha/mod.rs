@@ -148,8 +148,12 @@ pub struct Config {
     /// A follower acknowledges syncs once its sync-point has moved this many positions (and
     /// every heartbeat, resend and missing body): fewer messages for the leader per follower.
     pub sync_ack_every: u64,
-    /// Executed positions folded into a checkpoint each time.
+    /// Executed positions folded into a checkpoint each time, at least...
     pub checkpoint_interval: u64,
+    /// ... and at least the last checkpoint's state size in bytes over this: a checkpoint
+    /// serializes the whole state, so a big state is serialized about this many bytes per
+    /// executed position instead of once every `checkpoint_interval` positions (0: no floor).
+    pub checkpoint_bytes_per_position: u64,
     /// Clients remembered for at-most-once execution.
     pub client_table_max: usize,
 }
@@ -185,6 +189,7 @@ impl Default for Config {
             sync_fast_path_min: 64,
             sync_ack_every: 256,
             checkpoint_interval: 1024,
+            checkpoint_bytes_per_position: 64,
             client_table_max: 100_000,
         }
     }

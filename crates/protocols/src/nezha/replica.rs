@@ -628,12 +628,12 @@ impl Replica {
         if let Some((_, taken)) = &self.unfolded {
             let acknowledged =
                 (0..self.replicas.len()).all(|rank| rank == self.rank || self.acked[rank] >= taken.position);
-            if acknowledged || self.executed - since >= self.config.checkpoint_interval {
+            if acknowledged || self.executed - since >= self.checkpoint_every() {
                 let (_, taken) = self.unfolded.take().expect("checked above");
                 self.fold(taken);
             }
         }
-        if self.executed - since < self.config.checkpoint_interval {
+        if self.executed - since < self.checkpoint_every() {
             return;
         }
         if leading && self.unannounced <= self.executed {
@@ -646,6 +646,14 @@ impl Replica {
         } else {
             self.fold(taken);
         }
+    }
+
+    /// Positions between two checkpoints: `checkpoint_interval`, or more for a big state, whose
+    /// serialization would otherwise dominate (100,000 keys: about 2 MB every 1,024 positions).
+    fn checkpoint_every(&self) -> u64 {
+        let state_bytes = self.unfolded.as_ref().map_or(&self.checkpoint, |(_, taken)| taken).state.len() as u64;
+        let floor = state_bytes.checked_div(self.config.checkpoint_bytes_per_position).unwrap_or(0);
+        self.config.checkpoint_interval.max(floor)
     }
 
     /// A checkpoint of the state at `executed`. Its hashes are the conflict table's without

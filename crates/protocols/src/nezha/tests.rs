@@ -728,3 +728,29 @@ fn syncs_lost_past_a_checkpoint_are_resent_not_transferred() {
     };
     assert!(field("log=") - field("base=") <= 2 * 4, "at most two intervals in memory: {status}");
 }
+
+#[test]
+fn a_big_state_is_checkpointed_less_often() {
+    // Goal: a checkpoint serializes the whole state, so the positions between two checkpoints
+    // grow with its size (`checkpoint_bytes_per_position`) and a big state costs about that
+    // many bytes per position, not a full serialization every `checkpoint_interval`. Method:
+    // checkpoints every 4 positions at least, 100 bytes per position; 1,000-byte values. The
+    // first checkpoint (at 4) holds about 4 KB, so the next comes about 40 positions later.
+    let config = Config { checkpoint_interval: 4, checkpoint_bytes_per_position: 100, ..config() };
+    let mut cluster: Cluster<Nezha> = Cluster::new(3, 1, config);
+    let (client, leader) = (cluster.client(0), cluster.replica(0));
+    let checkpoints = |cluster: &Cluster<Nezha>| cluster.stats(leader).events.get("checkpoint").copied().unwrap_or(0);
+    let mut committed = 0;
+    let mut commit = |cluster: &mut Cluster<Nezha>, count: usize| {
+        for _ in 0..count {
+            let op = cluster.submit(client, Command::set(format!("key{}", committed % 8), "v".repeat(1_000)));
+            assert!(cluster.run_until(50_000_000, |c| c.result(op).is_some()), "op {committed} commits");
+            committed += 1;
+        }
+        cluster.run_for(5_000_000);
+    };
+    commit(&mut cluster, 30);
+    assert_eq!(checkpoints(&cluster), 1, "one checkpoint in 30 positions, not seven");
+    commit(&mut cluster, 30);
+    assert_eq!(checkpoints(&cluster), 2, "the next after about 40 more");
+}
