@@ -21,9 +21,9 @@
 //! - **gap**: `executed < log base`. The replica holds the agreed log but lacks the state below
 //!   its base; it fetches a snapshot or the missing committed entries by state transfer before it
 //!   executes further.
-//! - **checkpoint**: every `checkpoint_interval` executed entries, a replica snapshots its state
-//!   machine and client table, persists them with the log suffix in one `Replace` record, and
-//!   drops the log prefix.
+//! - **checkpoint**: every `checkpoint_interval` executed entries (more for a big state, up to
+//!   `checkpoint_interval_max`), a replica snapshots its state machine and client table,
+//!   persists them with the log suffix in one `Replace` record, and drops the log prefix.
 //!
 //! # Messages
 //!
@@ -114,8 +114,16 @@ pub struct Config {
     pub batch_max: usize,
     /// Most requests waiting at the leader for room in the pipeline; more are dropped.
     pub pending_max: usize,
-    /// A replica snapshots its state and truncates its log every this many executed entries.
+    /// A replica snapshots its state and truncates its log every this many executed entries,
+    /// or more for a big state: its last snapshot's state size in bytes over
+    /// `checkpoint_bytes_per_op`, up to `checkpoint_interval_max`. A snapshot serializes (and
+    /// persists) the whole state, so a big state then costs about that many bytes per op.
     pub checkpoint_interval: u64,
+    /// See `checkpoint_interval` (0: no growth with the state).
+    pub checkpoint_bytes_per_op: u64,
+    /// See `checkpoint_interval`; the log's bound (`log_max`) follows it, so that every replica
+    /// has the same bound whatever the size of its own last snapshot.
+    pub checkpoint_interval_max: u64,
     /// Most clients remembered in the client table; the least recently executed is evicted.
     pub client_table_max: usize,
     /// Most out-of-order `Prepare`s a backup buffers while it waits for the missing ones.
@@ -135,6 +143,8 @@ impl Default for Config {
             batch_max: 64,
             pending_max: 10_000,
             checkpoint_interval: 1024,
+            checkpoint_bytes_per_op: 64,
+            checkpoint_interval_max: 16_384,
             client_table_max: 100_000,
             prepare_buffer_max: 64,
             state_transfer_entries_max: 1024,
@@ -143,11 +153,18 @@ impl Default for Config {
 }
 
 impl Config {
-    /// Most entries a replica keeps in its log: two checkpoint intervals (the log is truncated at
-    /// every checkpoint) plus a full pipeline of uncommitted batches. A replica that cannot
-    /// execute (it waits for a snapshot) stops growing its log here.
+    /// Positions between two checkpoints after one whose state took `state_bytes`.
+    pub fn checkpoint_every(&self, state_bytes: u64) -> u64 {
+        let grown = state_bytes.checked_div(self.checkpoint_bytes_per_op).unwrap_or(0);
+        grown.clamp(self.checkpoint_interval, self.checkpoint_interval.max(self.checkpoint_interval_max))
+    }
+
+    /// Most entries a replica keeps in its log: two of the longest checkpoint intervals (the log
+    /// is truncated at every checkpoint) plus a full pipeline of uncommitted batches. A replica
+    /// that cannot execute (it waits for a snapshot) stops growing its log here.
     pub fn log_max(&self) -> usize {
-        let interval = usize::try_from(self.checkpoint_interval).unwrap_or(usize::MAX);
+        let longest = self.checkpoint_interval.max(self.checkpoint_interval_max);
+        let interval = usize::try_from(longest).unwrap_or(usize::MAX);
         interval.saturating_mul(2).saturating_add(self.pipeline_max.saturating_mul(self.batch_max))
     }
 

@@ -662,10 +662,12 @@ impl Replica {
         }
     }
 
-    /// Every `checkpoint_interval` executed entries: snapshot, truncate the log, persist both.
+    /// Every `Config::checkpoint_every` executed entries: snapshot, truncate the log, persist both.
     pub(super) fn maybe_checkpoint(&mut self, out: &mut Outbox<MultiPaxos>) {
         let executed = self.executor.executed();
-        if executed < self.last_checkpoint + self.config.checkpoint_interval || executed < self.log.base() {
+        let state_bytes = self.snapshot.as_ref().map_or(0, |snapshot| snapshot.state.len() as u64);
+        let every = self.config.checkpoint_every(state_bytes);
+        if executed < self.last_checkpoint + every || executed < self.log.base() {
             return;
         }
         let snapshot = Arc::new(self.executor.snapshot());

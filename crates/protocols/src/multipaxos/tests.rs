@@ -352,6 +352,33 @@ fn log_stays_bounded_over_many_commands() {
 }
 
 #[test]
+fn a_big_state_is_snapshotted_less_often_up_to_a_cap() {
+    // Goal: a snapshot serializes and persists the whole state, so the entries between two
+    // checkpoints grow with its size (`checkpoint_bytes_per_op`), up to
+    // `checkpoint_interval_max`, which also sets the log's bound. Method: every 4 entries at
+    // least, 100 bytes per op; 1,000-byte values on 8 keys. The first snapshot (at 4) holds
+    // about 4 KB, so the next comes about 40 entries later, or 10 with a cap of 10.
+    let checkpoints_after = |interval_max: u64, writes: usize| {
+        let config = Config {
+            checkpoint_interval: 4,
+            checkpoint_bytes_per_op: 100,
+            checkpoint_interval_max: interval_max,
+            ..Config::default()
+        };
+        let mut cluster = Kit::new(3, 1, config);
+        let client = cluster.client(0);
+        for i in 0..writes {
+            execute(&mut cluster, client, Command::set(format!("key{}", i % 8), "v".repeat(1_000)));
+        }
+        settle(&mut cluster);
+        cluster.stats(cluster.replica(1)).events.get("checkpoint").copied().unwrap_or(0)
+    };
+    assert_eq!(checkpoints_after(1_000, 30), 1, "one snapshot in 30 entries, not seven");
+    assert_eq!(checkpoints_after(1_000, 60), 2, "the next about 40 entries later");
+    assert_eq!(checkpoints_after(10, 30), 3, "capped: at 4, 14 and 24");
+}
+
+#[test]
 fn prepare_from_an_older_view_after_restart_is_refused() {
     // Goal: a restarted replica keeps the promise it made durable: no Prepare of a lower view.
     // Method: move the cluster to view 1, restart a backup, then hand it a Prepare of view 0
