@@ -152,8 +152,10 @@ pub struct Config {
     pub checkpoint_interval: u64,
     /// ... and at least the last checkpoint's state size in bytes over this: a checkpoint
     /// serializes the whole state, so a big state is serialized about this many bytes per
-    /// executed position instead of once every `checkpoint_interval` positions (0: no floor).
+    /// executed position instead of once every `checkpoint_interval` positions (0: no floor)...
     pub checkpoint_bytes_per_position: u64,
+    /// ... but at most this many, which bounds the positions held in memory for a huge state.
+    pub checkpoint_interval_max: u64,
     /// Clients remembered for at-most-once execution.
     pub client_table_max: usize,
 }
@@ -190,6 +192,7 @@ impl Default for Config {
             sync_ack_every: 256,
             checkpoint_interval: 1024,
             checkpoint_bytes_per_position: 64,
+            checkpoint_interval_max: 16_384,
             client_table_max: 100_000,
         }
     }

@@ -649,11 +649,13 @@ impl Replica {
     }
 
     /// Positions between two checkpoints: `checkpoint_interval`, or more for a big state, whose
-    /// serialization would otherwise dominate (100,000 keys: about 2 MB every 1,024 positions).
+    /// serialization would otherwise dominate (100,000 keys: about 2 MB every 1,024 positions),
+    /// up to `checkpoint_interval_max`.
     fn checkpoint_every(&self) -> u64 {
         let state_bytes = self.unfolded.as_ref().map_or(&self.checkpoint, |(_, taken)| taken).state.len() as u64;
-        let floor = state_bytes.checked_div(self.config.checkpoint_bytes_per_position).unwrap_or(0);
-        self.config.checkpoint_interval.max(floor)
+        let grown = state_bytes.checked_div(self.config.checkpoint_bytes_per_position).unwrap_or(0);
+        let (least, most) = (self.config.checkpoint_interval, self.config.checkpoint_interval_max);
+        grown.clamp(least, least.max(most))
     }
 
     /// A checkpoint of the state at `executed`. Its hashes are the conflict table's without

@@ -732,12 +732,18 @@ fn syncs_lost_past_a_checkpoint_are_resent_not_transferred() {
 #[test]
 fn a_big_state_is_checkpointed_less_often() {
     // Goal: a checkpoint serializes the whole state, so the positions between two checkpoints
-    // grow with its size (`checkpoint_bytes_per_position`) and a big state costs about that
-    // many bytes per position, not a full serialization every `checkpoint_interval`. Method:
-    // checkpoints every 4 positions at least, 100 bytes per position; 1,000-byte values. The
-    // first checkpoint (at 4) holds about 4 KB, so the next comes about 40 positions later.
-    let config = Config { checkpoint_interval: 4, checkpoint_bytes_per_position: 100, ..config() };
-    let mut cluster: Cluster<Nezha> = Cluster::new(3, 1, config);
+    // grow with its size (`checkpoint_bytes_per_position`), up to `checkpoint_interval_max`,
+    // and a big state costs about that many bytes per position, not a full serialization
+    // every `checkpoint_interval`. Method: checkpoints every 4 positions at least, 100 bytes
+    // per position; 1,000-byte values. The first checkpoint (at 4) holds about 4 KB, so the
+    // next comes about 40 positions later, or 10 with `checkpoint_interval_max` 10.
+    let config = Config {
+        checkpoint_interval: 4,
+        checkpoint_bytes_per_position: 100,
+        checkpoint_interval_max: 1_000,
+        ..config()
+    };
+    let mut cluster: Cluster<Nezha> = Cluster::new(3, 1, config.clone());
     let (client, leader) = (cluster.client(0), cluster.replica(0));
     let checkpoints = |cluster: &Cluster<Nezha>| cluster.stats(leader).events.get("checkpoint").copied().unwrap_or(0);
     let mut committed = 0;
@@ -753,4 +759,15 @@ fn a_big_state_is_checkpointed_less_often() {
     assert_eq!(checkpoints(&cluster), 1, "one checkpoint in 30 positions, not seven");
     commit(&mut cluster, 30);
     assert_eq!(checkpoints(&cluster), 2, "the next after about 40 more");
+
+    // With `checkpoint_interval_max` 10, the interval stops growing at 10: at 4, 14 and 24.
+    let capped = Config { checkpoint_interval_max: 10, ..config };
+    let mut cluster: Cluster<Nezha> = Cluster::new(3, 1, capped);
+    let client = cluster.client(0);
+    for i in 0..30 {
+        let op = cluster.submit(client, Command::set(format!("key{}", i % 8), "v".repeat(1_000)));
+        assert!(cluster.run_until(50_000_000, |c| c.result(op).is_some()), "op {i} commits");
+    }
+    cluster.run_for(5_000_000);
+    assert_eq!(checkpoints(&cluster), 3, "capped at 10 positions");
 }
