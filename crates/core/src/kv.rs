@@ -36,6 +36,15 @@ pub trait StateMachine: Send {
     fn key_digests(&self) -> Vec<KeyDigest>;
 }
 
+/// Entries between two snapshots: at least `least`; for a big state, the last snapshot's size
+/// over `bytes_per_entry`, since a snapshot serializes the whole state and then costs about
+/// that many bytes per entry (0: no growth); at most `most` (or `least`), which bounds the log
+/// kept between snapshots.
+pub fn snapshot_interval(snapshot_bytes: u64, bytes_per_entry: u64, least: u64, most: u64) -> u64 {
+    let grown = snapshot_bytes.checked_div(bytes_per_entry).unwrap_or(0);
+    grown.clamp(least, least.max(most))
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 enum Data {
     /// Deleted or never written; kept so that the key's version chain survives a DEL.

@@ -19,7 +19,7 @@ pub mod time;
 
 pub use command::{Command, CommandResult, Key, Value};
 pub use ids::{ClientId, NodeId, RequestId};
-pub use kv::{KeyDigest, KvStore, StateMachine};
+pub use kv::{KeyDigest, KvStore, StateMachine, snapshot_interval};
 pub use node::{
     CrashModel, Destinations, Effect, Node, NodeContext, NodeSpec, Outbox, PersistMode, PersistTicket, Protocol, Role,
     Submission, Topology, shard_of_key,

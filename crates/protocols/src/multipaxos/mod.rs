@@ -155,8 +155,8 @@ impl Default for Config {
 impl Config {
     /// Positions between two checkpoints after one whose state took `state_bytes`.
     pub fn checkpoint_every(&self, state_bytes: u64) -> u64 {
-        let grown = state_bytes.checked_div(self.checkpoint_bytes_per_op).unwrap_or(0);
-        grown.clamp(self.checkpoint_interval, self.checkpoint_interval.max(self.checkpoint_interval_max))
+        let (least, most) = (self.checkpoint_interval, self.checkpoint_interval_max);
+        ordo_core::snapshot_interval(state_bytes, self.checkpoint_bytes_per_op, least, most)
     }
 
     /// Most entries a replica keeps in its log: two of the longest checkpoint intervals (the log

@@ -653,9 +653,8 @@ impl Replica {
     /// up to `checkpoint_interval_max`.
     fn checkpoint_every(&self) -> u64 {
         let state_bytes = self.unfolded.as_ref().map_or(&self.checkpoint, |(_, taken)| taken).state.len() as u64;
-        let grown = state_bytes.checked_div(self.config.checkpoint_bytes_per_position).unwrap_or(0);
         let (least, most) = (self.config.checkpoint_interval, self.config.checkpoint_interval_max);
-        grown.clamp(least, least.max(most))
+        ordo_core::snapshot_interval(state_bytes, self.config.checkpoint_bytes_per_position, least, most)
     }
 
     /// A checkpoint of the state at `executed`. Its hashes are the conflict table's without
