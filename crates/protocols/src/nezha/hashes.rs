@@ -56,11 +56,49 @@ pub fn footprint(command: &Command, commutativity: bool) -> Footprint {
     Footprint { buckets, write: !command.is_read_only() }
 }
 
+/// Per bucket, the XOR of the hashes of the writes in a log: what a fast-reply's hash is made of.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WriteHashes(Vec<u64>);
+
+impl WriteHashes {
+    /// The hashes of an empty log over `buckets` buckets.
+    pub fn new(buckets: usize) -> Self {
+        WriteHashes(vec![0; buckets])
+    }
+
+    /// XORs a write's entry hash into (or out of) its buckets; reads leave the hashes alone.
+    pub fn toggle(&mut self, entry: &Entry, print: &Footprint) {
+        if !print.write {
+            return;
+        }
+        let entry_hash = entry_hash(entry);
+        for &bucket in &print.buckets {
+            self.0[bucket as usize] ^= entry_hash;
+        }
+    }
+
+    /// The hash a fast-reply for a request with this footprint carries: the XOR of its buckets'
+    /// write hashes and of the crash-vector's hash.
+    pub fn reply_hash(&self, print: &Footprint, cv: &CrashVector) -> u64 {
+        self.reply_hash_with(print, crash_vector_hash(cv))
+    }
+
+    /// `reply_hash` with the crash-vector's hash given.
+    pub fn reply_hash_with(&self, print: &Footprint, cv_hash: u64) -> u64 {
+        print.buckets.iter().fold(cv_hash, |acc, &b| acc ^ self.0[b as usize])
+    }
+
+    /// The hashes, one per bucket.
+    pub fn into_vec(self) -> Vec<u64> {
+        self.0
+    }
+}
+
 /// Per bucket: the XOR of the hashes of the writes in the log, and the highest deadlines
 /// released (any request, and writes only). The deadlines are the early-buffer threshold.
 #[derive(Clone, Debug)]
 pub struct ConflictTable {
-    hash: Vec<u64>,
+    hash: WriteHashes,
     last_any: Vec<u64>,
     last_write: Vec<u64>,
     commutativity: bool,
@@ -70,7 +108,12 @@ impl ConflictTable {
     /// An empty table.
     pub fn new(commutativity: bool) -> Self {
         let size = if commutativity { BUCKETS } else { 1 };
-        ConflictTable { hash: vec![0; size], last_any: vec![0; size], last_write: vec![0; size], commutativity }
+        ConflictTable {
+            hash: WriteHashes::new(size),
+            last_any: vec![0; size],
+            last_write: vec![0; size],
+            commutativity,
+        }
     }
 
     /// The footprint of a command under this table's mode.
@@ -100,26 +143,30 @@ impl ConflictTable {
                 self.last_write[b] = self.last_write[b].max(entry.deadline);
             }
         }
-        toggle_write(&mut self.hash, entry, print);
+        self.hash.toggle(entry, print);
     }
 
     /// Removes an entry from the log's hashes. Thresholds stay: they only ever make the entry
     /// check stricter.
     pub fn remove(&mut self, entry: &Entry, print: &Footprint) {
-        toggle_write(&mut self.hash, entry, print);
+        self.hash.toggle(entry, print);
     }
 
-    /// The hash a fast-reply for a request with this footprint carries: the XOR of its buckets'
-    /// write hashes and of the crash-vector's hash.
+    /// The hash a fast-reply for a request with this footprint carries (`WriteHashes::reply_hash`).
     pub fn reply_hash(&self, print: &Footprint, cv: &CrashVector) -> u64 {
-        print.buckets.iter().fold(crash_vector_hash(cv), |acc, &b| acc ^ self.hash[b as usize])
+        self.hash.reply_hash(print, cv)
     }
 
-    /// The write hashes per bucket, with `entries` taken out: the hashes of the log without them.
-    pub fn hashes_without<'a>(&self, entries: impl IntoIterator<Item = (&'a Entry, &'a Footprint)>) -> Vec<u64> {
+    /// The write hashes of the whole log.
+    pub fn write_hashes(&self) -> &WriteHashes {
+        &self.hash
+    }
+
+    /// The write hashes of the log with `entries` taken out.
+    pub fn hashes_without<'a>(&self, entries: impl IntoIterator<Item = (&'a Entry, &'a Footprint)>) -> WriteHashes {
         let mut hash = self.hash.clone();
         for (entry, print) in entries {
-            toggle_write(&mut hash, entry, print);
+            hash.toggle(entry, print);
         }
         hash
     }
@@ -127,21 +174,21 @@ impl ConflictTable {
     /// Starts the write hashes from a checkpoint's; false (and no change) when the checkpoint
     /// has another number of buckets (another commutativity mode).
     pub fn restore_hashes(&mut self, hashes: &[u64]) -> bool {
-        if hashes.len() != self.hash.len() {
+        if hashes.len() != self.hash.0.len() {
             return false;
         }
-        self.hash.copy_from_slice(hashes);
+        self.hash.0.copy_from_slice(hashes);
         true
     }
 
     /// Buckets in this table (1 without commutativity).
     pub fn buckets(&self) -> usize {
-        self.hash.len()
+        self.hash.0.len()
     }
 
     /// Forgets everything (a replica adopting another log rebuilds the table from it).
     pub fn clear(&mut self) {
-        self.hash.iter_mut().for_each(|h| *h = 0);
+        self.hash.0.iter_mut().for_each(|h| *h = 0);
         self.last_any.iter_mut().for_each(|h| *h = 0);
         self.last_write.iter_mut().for_each(|h| *h = 0);
     }
@@ -151,17 +198,6 @@ impl ConflictTable {
     pub fn raise_all(&mut self, deadline: u64) {
         self.last_any.iter_mut().for_each(|d| *d = (*d).max(deadline));
         self.last_write.iter_mut().for_each(|d| *d = (*d).max(deadline));
-    }
-}
-
-/// XORs a write's entry hash into (or out of) its buckets' hashes; reads leave them alone.
-fn toggle_write(hash: &mut [u64], entry: &Entry, print: &Footprint) {
-    if !print.write {
-        return;
-    }
-    let entry_hash = entry_hash(entry);
-    for &bucket in &print.buckets {
-        hash[bucket as usize] ^= entry_hash;
     }
 }
 

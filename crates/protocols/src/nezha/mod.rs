@@ -29,7 +29,7 @@
 //! | `Requests` | proxy (or client) → replicas | DOM multicast of a batch with one send time and bound |
 //! | `FastReplies` | replica → proxy | appended (batched per sender); hash; result (leader); OWD estimate |
 //! | `SlowReply` | follower → proxy | synced with the leader up to this request |
-//! | `Sync` | leader → followers | log positions (ids, deadlines; bodies on resend), commit point, crash-vector, slow-reply flag; heartbeat |
+//! | `Sync` | leader → followers | positions (ids, deadline differences; bodies on resend), commit point, crash-vector, `cv_since`; heartbeat |
 //! | `SyncAck` | follower → leader | sync-point (and "I lack the next body") |
 //! | `ViewChangeRequest` | replica → replicas | "I moved to view v" |
 //! | `ViewChange` | replica → new leader | its log, sync-point, last normal view |
@@ -41,6 +41,8 @@
 //!
 //! - Checkpoint position ≤ executed ≤ sync-point; executed ≤ commit point on followers; a
 //!   leader's whole log is synced and executed; every queue and map is within its limit.
+//! - A replica's synced hashes are its conflict table's without the unsynced entries: those
+//!   of its synced log, from which a follower computes the leader's fast-reply hashes.
 //! - Within every log, entries that conflict are in strictly increasing deadline order: the
 //!   entry check compares with the highest released conflicting deadline, never with the clock.
 //! - Safety (argued in `view_change.rs`): a committed request is on the leader and either on a
@@ -147,6 +149,7 @@ pub struct Config {
     pub sync_fast_path_min: usize,
     /// A follower acknowledges syncs once its sync-point has moved this many positions (and
     /// every heartbeat, resend and missing body): fewer messages for the leader per follower.
+    /// The heartbeat's acknowledgement moves the commit point every tick anyway.
     pub sync_ack_every: u64,
     /// Executed positions folded into a checkpoint each time, at least...
     pub checkpoint_interval: u64,
@@ -184,12 +187,12 @@ impl Default for Config {
             early_buffer_max: 100_000,
             late_buffer_max: 10_000,
             unsynced_max: 10_000,
-            sync_batch_max: 256,
-            sync_batch_min: 256,
+            sync_batch_max: 1024,
+            sync_batch_min: 1024,
             sync_delay_ns: 100_000,
             sync_delay_fast_path_ns: 300_000,
             sync_fast_path_min: 64,
-            sync_ack_every: 256,
+            sync_ack_every: 4096,
             checkpoint_interval: 1024,
             checkpoint_bytes_per_position: 64,
             checkpoint_interval_max: 16_384,

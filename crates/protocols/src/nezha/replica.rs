@@ -3,7 +3,7 @@
 //! view change in `view_change.rs`, rejoin and state transfer in `recovery.rs`.
 
 use super::dom::{EarlyBuffer, EstimatorOptions, OwdEstimator};
-use super::hashes::{ConflictTable, Footprint};
+use super::hashes::{ConflictTable, Footprint, WriteHashes};
 use super::leader_quorum::LeaderQuorums;
 use super::messages::{Checkpoint, CrashVector, Entry, FastReply, LogImage, Message, SyncEntry};
 use super::sync::{AnnounceDelay, ResendBackoff, SyncBatch};
@@ -106,6 +106,12 @@ pub struct Replica {
     /// Per client: last request number executed and its result (at-most-once, §5.6).
     pub(super) clients: BTreeMap<ClientId, (u64, CommandResult)>,
     pub(super) conflicts: ConflictTable,
+    /// The write hashes of the synced log alone (the conflict table also holds the unsynced
+    /// entries). A follower's synced log is the leader's, so these give the hash of the
+    /// leader's fast-reply for each position it syncs, which syncs therefore need not carry.
+    pub(super) synced_hashes: WriteHashes,
+    /// Leader: its first position appended under its current crash-vector.
+    pub(super) cv_since: u64,
     pub(super) early: EarlyBuffer<Entry>,
     /// The early-buffer's key of every request it holds.
     pub(super) early_ids: BTreeMap<RequestId, (u64, ClientId, u64)>,
@@ -117,8 +123,9 @@ pub struct Replica {
     /// Follower: the leader's latest sync asked for slow-replies to every position (it checks
     /// quorums and hears fewer replicas than a fast quorum).
     pub(super) leader_wants_slow_replies: bool,
-    /// Follower: sync positions received beyond the sync-point.
-    pub(super) pending_sync: BTreeMap<u64, SyncEntry>,
+    /// Follower: sync positions received beyond the sync-point, each with the hash of the
+    /// crash-vector the leader's fast-reply for it carried (none when the sync could not say).
+    pub(super) pending_sync: BTreeMap<u64, (SyncEntry, Option<u64>)>,
     /// Leader: each replica's sync-point as last acknowledged in this view.
     pub(super) acked: Vec<u64>,
     /// Leader: the acknowledgements at the previous tick (a follower whose ack did not move
@@ -196,7 +203,7 @@ impl Replica {
                 deadline_max: 0,
                 state: (context.new_state_machine)().snapshot().into(),
                 clients: Vec::new(),
-                hashes: conflicts.hashes_without([]),
+                hashes: conflicts.hashes_without([]).into_vec(),
             }),
             unfolded: None,
             synced: Vec::new(),
@@ -207,6 +214,8 @@ impl Replica {
             state_machine: (context.new_state_machine)(),
             new_state_machine: context.new_state_machine,
             clients: BTreeMap::new(),
+            synced_hashes: conflicts.write_hashes().clone(),
+            cv_since: 1,
             conflicts,
             early: EarlyBuffer::new(config.early_buffer_max),
             early_ids: BTreeMap::new(),
@@ -288,6 +297,9 @@ impl Replica {
     pub(super) fn check_crash_vector(&mut self, sender: usize, cv: &CrashVector) -> bool {
         if cv.len() != self.cv.len() || cv[sender] < self.cv[sender] {
             return false;
+        }
+        if self.cv.iter().zip(cv).any(|(mine, theirs)| theirs > mine) {
+            self.cv_since = self.sync_point() + 1;
         }
         for (mine, theirs) in self.cv.iter_mut().zip(cv) {
             *mine = (*mine).max(*theirs);
@@ -524,6 +536,7 @@ impl Replica {
                 self.raise_deadline(&mut entry, &print);
             }
             self.conflicts.add(&entry, &print);
+            self.synced_hashes.toggle(&entry, &print);
             let hash = self.conflicts.reply_hash(&print, &self.cv);
             let position = self.sync_point() + 1;
             self.positions.insert(entry.id, position);
@@ -662,7 +675,7 @@ impl Replica {
     fn take_checkpoint(&mut self) -> Arc<Checkpoint> {
         let after = self.executed + 1..=self.sync_point();
         let beyond = after.filter_map(|position| self.slot(position)).chain(&self.unsynced);
-        let hashes = self.conflicts.hashes_without(beyond.map(|slot| (&slot.entry, &slot.print)));
+        let hashes = self.conflicts.hashes_without(beyond.map(|slot| (&slot.entry, &slot.print))).into_vec();
         let deadline_max = (self.checkpoint.position + 1..=self.executed)
             .filter_map(|position| self.slot(position))
             .map(|slot| slot.entry.deadline)
@@ -712,8 +725,8 @@ impl Node<Nezha> for Replica {
             Message::Requests { requests, send_ns, bound_ns, sender_error_ns, slow_replies } => {
                 self.on_requests(now, from, requests, send_ns, bound_ns, sender_error_ns, slow_replies, out)
             }
-            Message::Sync { view, cv, first, entries, commit, slow_replies } => {
-                self.on_sync(now, from, view, cv, SyncBatch { first, entries, commit, slow_replies }, out)
+            Message::Sync { view, cv, cv_since, first, entries, commit, slow_replies } => {
+                self.on_sync(now, from, view, cv, SyncBatch { cv_since, first, entries, commit, slow_replies }, out)
             }
             Message::SyncAck { view, cv, sync_point, missing } => {
                 self.on_sync_ack(from, view, cv, sync_point, missing, out)
@@ -797,6 +810,8 @@ impl Node<Nezha> for Replica {
                 );
             }
         }
+        let unsynced = self.unsynced.iter().map(|slot| (&slot.entry, &slot.print));
+        assert!(self.conflicts.hashes_without(unsynced) == self.synced_hashes, "synced hashes are the synced log's");
         if let (Some(last), Some(first)) = (self.synced.last(), self.synced.first()) {
             assert!(self.positions.get(&last.entry.id) == Some(&sync_point), "the last synced entry is indexed");
             assert!(self.positions.get(&first.entry.id) == Some(&(self.checkpoint.position + 1)), "first indexed");

@@ -3,7 +3,7 @@
 //! late-buffer (or with the bodies the leader resends), advance their sync-point, send
 //! slow-replies and acknowledge; the leader derives the commit point from f + 1 sync-points.
 
-use super::hashes::Footprint;
+use super::hashes::{Footprint, crash_vector_hash};
 use super::messages::{CrashVector, Entry, Message, SyncEntry};
 use super::replica::{Replica, Slot, Status};
 use super::{Nezha, Timer};
@@ -46,6 +46,8 @@ impl ResendBackoff {
 
 /// What a `Sync` carries besides its view and crash-vector.
 pub(super) struct SyncBatch {
+    /// The leader's first position appended under its crash-vector.
+    pub cv_since: u64,
     /// Position of the first entry.
     pub first: u64,
     /// The positions, in order.
@@ -125,7 +127,6 @@ impl Replica {
             .map(|slot| SyncEntry {
                 id: slot.entry.id,
                 deadline: slot.entry.deadline,
-                hash: slot.hash,
                 body: bodies.then(|| slot.entry.clone()),
             })
             .collect()
@@ -158,6 +159,7 @@ impl Replica {
         Message::Sync {
             view: self.view,
             cv: self.cv.clone(),
+            cv_since: self.cv_since,
             first,
             entries,
             commit: self.commit,
@@ -220,7 +222,7 @@ impl Replica {
         batch: SyncBatch,
         out: &mut Outbox<Nezha>,
     ) -> Result<(), &'static str> {
-        let SyncBatch { first, entries, commit, slow_replies } = batch;
+        let SyncBatch { cv_since, first, entries, commit, slow_replies } = batch;
         let sender = self.rank_of(from).ok_or("sync from a non-replica")?;
         if self.status == Status::Recovering {
             return Err("sync while recovering");
@@ -244,15 +246,17 @@ impl Replica {
         self.leader_wants_slow_replies = slow_replies;
         let heartbeat_or_resend = entries.iter().all(|entry| entry.body.is_some());
         let window_end = self.sync_point() + Replica::pending_sync_max();
+        // The leader appended the positions from `cv_since` on under this crash-vector.
+        let cv_hash = crash_vector_hash(&cv);
         for (offset, entry) in entries.into_iter().enumerate() {
             let position = first + offset as u64;
             if position <= self.sync_point() || position > window_end {
                 continue;
             }
             let keep_old =
-                self.pending_sync.get(&position).is_some_and(|old| old.body.is_some() && entry.body.is_none());
+                self.pending_sync.get(&position).is_some_and(|(old, _)| old.body.is_some() && entry.body.is_none());
             if !keep_old {
-                self.pending_sync.insert(position, entry);
+                self.pending_sync.insert(position, (entry, (position >= cv_since).then_some(cv_hash)));
             }
         }
         let (newly, to_reply, missing) = self.advance_sync_point();
@@ -296,11 +300,11 @@ impl Replica {
         let mut to_reply = Vec::new();
         loop {
             let position = self.sync_point() + 1;
-            let Some(sync) = self.pending_sync.remove(&position) else {
+            let Some((sync, leader_cv_hash)) = self.pending_sync.remove(&position) else {
                 return (newly, to_reply, false);
             };
-            let Some((mut entry, matched)) = self.take_body(&sync) else {
-                self.pending_sync.insert(position, sync);
+            let Some((mut entry, own_hash)) = self.take_body(&sync) else {
+                self.pending_sync.insert(position, (sync, leader_cv_hash));
                 return (newly, to_reply, true);
             };
             if self.positions.contains_key(&entry.id) {
@@ -311,6 +315,11 @@ impl Replica {
             entry.deadline = sync.deadline;
             let print = self.conflicts.footprint(&entry.command);
             self.conflicts.add(&entry, &print);
+            self.synced_hashes.toggle(&entry, &print);
+            // Our synced log is now the leader's up to this position: its hashes are the ones
+            // the leader's fast-reply carried.
+            let leader_hash = leader_cv_hash.map(|cv_hash| self.synced_hashes.reply_hash_with(&print, cv_hash));
+            let matched = own_hash.is_some() && own_hash == leader_hash;
             self.positions.insert(entry.id, position);
             if !matched || self.leader_wants_slow_replies || self.slow_replies_wanted.contains(&entry.reply_to) {
                 if !matched {
@@ -325,24 +334,24 @@ impl Replica {
 
     /// The body of a synced position: from our unsynced entries (case 1/2 of §5.4: same
     /// request, maybe another deadline), the late-buffer, the early-buffer, or the leader's resend.
-    /// The second value is true when our fast-reply for it carried the leader's hash and
-    /// deadline (no slow-reply needed).
-    fn take_body(&mut self, sync: &SyncEntry) -> Option<(Entry, bool)> {
+    /// The second value is the hash our fast-reply for it carried, when we fast-replied at the
+    /// leader's deadline (it then needs no slow-reply if the leader's hash was the same).
+    fn take_body(&mut self, sync: &SyncEntry) -> Option<(Entry, Option<u64>)> {
         if let Some(index) = self.unsynced.iter().position(|slot| slot.entry.id == sync.id) {
             let slot = self.unsynced.remove(index).expect("the index was just found");
             self.conflicts.remove(&slot.entry, &slot.print);
-            let matched = slot.hash == sync.hash && slot.entry.deadline == sync.deadline && sync.body.is_none();
-            return Some((slot.entry, matched));
+            let same_deadline = slot.entry.deadline == sync.deadline && sync.body.is_none();
+            return Some((slot.entry, same_deadline.then_some(slot.hash)));
         }
         if let Some(entry) = self.late.remove(&sync.id) {
-            return Some((entry, false));
+            return Some((entry, None));
         }
         if let Some(order) = self.early_ids.remove(&sync.id) {
-            return Some((self.early.remove(&order).expect("indexed early entries are held"), false));
+            return Some((self.early.remove(&order).expect("indexed early entries are held"), None));
         }
         let body = sync.body.clone()?;
         self.stats.count("fetched_body");
-        (body.id == sync.id).then_some((body, false))
+        (body.id == sync.id).then_some((body, None))
     }
 
     /// A state transfer within our view replaced our synced log. The unsynced entries we

@@ -107,12 +107,13 @@ fn late_request_at_a_follower_is_fixed_by_sync() {
     follower.on_message(clock(310), NodeId(4), request(4, 1, 0, 100, Command::set("k", "a")), &mut out);
     assert_eq!(follower.late.len(), 1, "A is late");
     let cv = follower.cv.clone();
-    let sync = |id: RequestId, deadline| SyncEntry { id, deadline, hash: 0, body: None };
+    let sync = |id: RequestId, deadline| SyncEntry { id, deadline, body: None };
     let a = RequestId { client: ClientId(4), number: 1 };
     let b = RequestId { client: ClientId(3), number: 1 };
     let message = Message::Sync {
         view: 0,
         cv,
+        cv_since: 1,
         first: 1,
         entries: vec![sync(a, 100), sync(b, 200)],
         commit: 0,
@@ -183,6 +184,90 @@ fn syncs_wait_longer_while_many_positions_take_the_fast_path() {
     assert_eq!(leader.stats.events.get("leader_raised_deadline"), Some(&1));
     assert_eq!(announce_delay(&out), Some(config.sync_delay_ns), "late: the extended announcement brought forward");
     leader.check_invariants();
+}
+
+/// The ids a handler slow-replied to.
+fn slow_replied(out: &Outbox<Nezha>) -> Vec<RequestId> {
+    out.effects()
+        .iter()
+        .filter_map(|effect| match effect {
+            ordo_core::Effect::Send { message: Message::SlowReply { ids, .. }, .. } => Some(ids.clone()),
+            _ => None,
+        })
+        .flatten()
+        .collect()
+}
+
+/// Requests `(client, number, deadline, command)` reach `replica`, which releases them at 1 ms.
+fn release(replica: &mut Replica, requests: &[(u64, u64, u64, Command)], out: &mut Outbox<Nezha>) {
+    for (client, number, deadline, command) in requests {
+        replica.on_message(
+            clock(0),
+            NodeId(*client as u32),
+            request(*client, *number, 0, *deadline, command.clone()),
+            out,
+        );
+    }
+    replica.on_timer(clock(1_000), super::Timer::Release, out);
+}
+
+/// The leader's announcement of everything it appended, as its follower would receive it.
+fn announcement(leader: &mut Replica) -> Message {
+    let mut out = Outbox::default();
+    leader.on_timer(clock(1_100), super::Timer::Announce, &mut out);
+    out.drain()
+        .find_map(|effect| match effect {
+            ordo_core::Effect::Multicast { message: sync @ Message::Sync { .. }, .. } => Some(sync),
+            _ => None,
+        })
+        .expect("the leader announces")
+}
+
+#[test]
+fn followers_recompute_the_leaders_fast_reply_hashes() {
+    // Goal (choice 4, choice 6): syncs carry no hashes; a follower computes the leader's
+    // fast-reply hash of each synced position from its synced log, which is the leader's.
+    // Where its own fast-reply carried that hash it skips the slow-reply; where its log held
+    // another request (so its hash differed), or the leader's crash-vector changed since it
+    // appended the position, it slow-replies. Method: a leader and a follower get A (k, 100)
+    // and B (k, 200); in one run the follower also holds C (k, 150), which the leader never got.
+    let (a, b, c) = (Command::set("k", "a"), Command::set("k", "b"), Command::set("k", "c"));
+    let id = |client, number| RequestId { client: ClientId(client), number };
+    for extra in [false, true] {
+        let mut leader = replica(0, config());
+        let mut follower = replica(1, config());
+        let mut out = Outbox::default();
+        release(&mut leader, &[(3, 1, 100, a.clone()), (4, 1, 200, b.clone())], &mut out);
+        let mut requests = vec![(3, 1, 100, a.clone()), (4, 1, 200, b.clone())];
+        if extra {
+            requests.push((3, 2, 150, c.clone()));
+        }
+        release(&mut follower, &requests, &mut Outbox::default());
+        let mut out = Outbox::default();
+        follower.on_message(clock(1_200), NodeId(0), announcement(&mut leader), &mut out);
+        assert_eq!(follower.sync_point(), 2);
+        let expected = if extra { vec![id(4, 1)] } else { Vec::new() };
+        assert_eq!(slow_replied(&out), expected, "slow-replies only where the fast-reply differed (extra: {extra})");
+        follower.check_invariants();
+    }
+
+    // The leader learnt the follower's newer crash-vector only after it appended A and B: its
+    // fast-replies carried the old one, which the sync no longer tells, so the follower (whose
+    // own fast-replies carried the new one) slow-replies to both.
+    let mut leader = replica(0, config());
+    let mut follower = replica(1, config());
+    follower.cv[2] = 1;
+    release(&mut leader, &[(3, 1, 100, a.clone()), (4, 1, 200, b.clone())], &mut Outbox::default());
+    release(&mut follower, &[(3, 1, 100, a), (4, 1, 200, b)], &mut Outbox::default());
+    let mut sync = announcement(&mut leader);
+    if let Message::Sync { cv, cv_since, .. } = &mut sync {
+        cv[2] = 1;
+        *cv_since = 3;
+    }
+    let mut out = Outbox::default();
+    follower.on_message(clock(1_200), NodeId(0), sync, &mut out);
+    assert_eq!(slow_replied(&out), vec![id(3, 1), id(4, 1)]);
+    follower.check_invariants();
 }
 
 #[test]

@@ -284,6 +284,8 @@ impl Replica {
             self.positions.insert(entry.id, self.checkpoint.position + 1 + index as u64);
             self.synced.push(super::replica::Slot { entry, print, hash });
         }
+        self.synced_hashes = table.write_hashes().clone();
+        self.cv_since = end + 1;
         self.conflicts = table;
         self.early.clear();
         self.early_ids.clear();
