@@ -204,7 +204,8 @@ pub enum Message {
         owd_ns: u64,
     },
     /// Leader → followers: log positions `first ..` (batched), the commit point and the
-    /// leader's crash-vector. An empty one is the heartbeat.
+    /// leader's crash-vector. An empty one is the heartbeat; its `first` follows the last
+    /// position announced.
     Sync {
         /// The leader's view.
         view: u64,
@@ -232,7 +233,8 @@ pub enum Message {
         cv: CrashVector,
         /// Its sync-point.
         sync_point: u64,
-        /// True when it waits for the body of the entry after its sync-point.
+        /// True when it waits for the body of the entry after its sync-point, or lacks
+        /// positions a heartbeat said were announced: the leader resends from its sync-point.
         missing: bool,
     },
     /// Any replica → all: "I moved to this view".

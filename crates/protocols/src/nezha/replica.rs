@@ -144,6 +144,10 @@ pub struct Replica {
     pub(super) slow_path_waiting: bool,
     /// Follower: asked the leader for a body or state since the last tick.
     pub(super) asked_this_tick: bool,
+    /// Follower: where the announced positions ended at the leader's previous heartbeat. A
+    /// follower still short of it a heartbeat later lacks positions (a sync was lost); short
+    /// of the latest one it may only be waiting for a sync the heartbeat overtook.
+    pub(super) announced_before: u64,
     /// Follower: the sync-point its last `SyncAck` carried.
     pub(super) ack_sent: u64,
     /// Ticks without hearing from the leader (or without finishing the view change).
@@ -231,6 +235,7 @@ impl Replica {
             announce_scheduled: None,
             slow_path_waiting: false,
             asked_this_tick: false,
+            announced_before: 0,
             ack_sent: 0,
             quiet_ticks: 0,
             timeout_ticks: 0,

@@ -19,11 +19,14 @@ pub(super) enum AnnounceDelay {
     Extended,
 }
 
-/// Resends to a follower whose acknowledgement is stuck: the first at once, then after 1, 2,
-/// 4 ... ticks (at most `RESEND_INTERVAL_MAX`), until it acknowledges again. A follower that is
-/// alive acknowledges the first resend; a crashed one gets about ten a second, not a thousand.
+/// Resends to a follower whose acknowledgement is stuck: the first once it has not moved for
+/// `STUCK_TICKS`, then after 1, 2, 4 ... ticks (at most `RESEND_INTERVAL_MAX`), until it
+/// acknowledges again. A follower that is alive acknowledges the first resend; a crashed one gets
+/// about ten a second, not a thousand. This is the fallback: a follower that hears a heartbeat
+/// announcing positions it lacks asks for them itself (`SyncAck::missing`).
 #[derive(Clone, Copy, Debug, Default)]
 pub(super) struct ResendBackoff {
+    stuck_ticks: u32,
     interval: u32,
     wait: u32,
 }
@@ -31,9 +34,19 @@ pub(super) struct ResendBackoff {
 /// Most ticks between two resends to a stuck follower (128 ms at the default 1 ms tick).
 const RESEND_INTERVAL_MAX: u32 = 128;
 
+/// Ticks without an acknowledgement moving before the leader resends unasked. One was too few:
+/// acknowledgements come about once a tick (the heartbeat's), and a leader whose inbox is
+/// queued can see a tick pass without one, then sent a resend (or, past its checkpoint, its
+/// whole state) to a follower that lacked nothing, which queued it further.
+const STUCK_TICKS: u32 = 3;
+
 impl ResendBackoff {
     /// One tick with the acknowledgement stuck: true when a resend is due now.
     fn due(&mut self) -> bool {
+        self.stuck_ticks += 1;
+        if self.stuck_ticks < STUCK_TICKS {
+            return false;
+        }
         if self.wait > 0 {
             self.wait -= 1;
             return false;
@@ -183,7 +196,8 @@ impl Replica {
             if stuck && self.resend_backoff[follower].due() {
                 self.resend_to(follower, out);
             } else {
-                let heartbeat = self.sync_message(end + 1, Vec::new());
+                // It says where the announced positions end: a follower short of that asks.
+                let heartbeat = self.sync_message(self.unannounced, Vec::new());
                 self.send_to(out, self.replicas[follower], heartbeat);
             }
         }
@@ -245,6 +259,11 @@ impl Replica {
         self.quiet_ticks = 0;
         self.leader_wants_slow_replies = slow_replies;
         let heartbeat_or_resend = entries.iter().all(|entry| entry.body.is_some());
+        // A heartbeat's `first` follows the last position the leader announced.
+        let mut announced_end = 0;
+        if entries.is_empty() {
+            announced_end = std::mem::replace(&mut self.announced_before, first.saturating_sub(1));
+        }
         let window_end = self.sync_point() + Replica::pending_sync_max();
         // The leader appended the positions from `cv_since` on under this crash-vector.
         let cv_hash = crash_vector_hash(&cv);
@@ -259,7 +278,8 @@ impl Replica {
                 self.pending_sync.insert(position, (entry, (position >= cv_since).then_some(cv_hash)));
             }
         }
-        let (newly, to_reply, missing) = self.advance_sync_point();
+        let (newly, to_reply, missing_body) = self.advance_sync_point();
+        let missing = missing_body || self.sync_point() < announced_end;
         self.after_sync(now, &newly);
         self.commit = self.commit.max(commit.min(self.sync_point()));
         let executable = self.commit.min(self.sync_point());

@@ -540,6 +540,75 @@ fn lost_syncs_are_resent() {
     }
 }
 
+/// The `SyncAck`s among a handler's effects, as (sync-point, missing).
+fn acks_sent(out: &Outbox<Nezha>) -> Vec<(u64, bool)> {
+    out.effects()
+        .iter()
+        .filter_map(|effect| match effect {
+            ordo_core::Effect::Send { message: Message::SyncAck { sync_point, missing, .. }, .. } => {
+                Some((*sync_point, *missing))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_follower_asks_for_positions_announced_a_heartbeat_ago() {
+    // Goal (choice 4): a follower that lacks positions the leader announced asks for them
+    // itself, but only once they were announced a heartbeat ago: a heartbeat can overtake the
+    // sync sent just before it, and a needless resend (past the leader's checkpoint, its whole
+    // state) is what queued an overloaded leader further. Method: heartbeats saying positions
+    // 1..=2 were announced reach a follower that holds none of them.
+    let mut follower = replica(1, config());
+    let heartbeat = |first| Message::Sync {
+        view: 0,
+        cv: vec![0, 0, 0],
+        cv_since: 1,
+        first,
+        entries: Vec::new(),
+        commit: 0,
+        slow_replies: false,
+    };
+    let mut out = Outbox::default();
+    follower.on_message(clock(1_000), NodeId(0), heartbeat(3), &mut out);
+    assert_eq!(acks_sent(&out), vec![(0, false)], "the sync may still be on its way");
+    follower.on_tick(clock(1_000_000), &mut Outbox::default());
+    let mut out = Outbox::default();
+    follower.on_message(clock(1_001_000), NodeId(0), heartbeat(3), &mut out);
+    assert_eq!(acks_sent(&out), vec![(0, true)], "a heartbeat later it is lost: ask");
+}
+
+#[test]
+fn the_leader_resends_unasked_only_after_a_few_silent_ticks() {
+    // Goal: the leader's own resend (for a follower that cannot ask) waits until the follower's
+    // acknowledgement has not moved for three ticks, not one. Method: one follower of a
+    // 3-replica leader never acknowledges; count resends (syncs with bodies) per tick.
+    let mut leader = replica(0, config());
+    release(&mut leader, &[(3, 1, 100, Command::set("k", "a"))], &mut Outbox::default());
+    announcement(&mut leader);
+    let mut out = Outbox::default();
+    let ack = Message::SyncAck { view: 0, cv: vec![0, 0, 0], sync_point: 1, missing: false };
+    leader.on_message(clock(1_200), NodeId(2), ack, &mut out);
+    let resends = |out: &Outbox<Nezha>| {
+        out.effects()
+            .iter()
+            .filter(|effect| {
+                matches!(effect, ordo_core::Effect::Send { message: Message::Sync { entries, .. }, .. }
+                    if entries.iter().any(|entry| entry.body.is_some()))
+            })
+            .count()
+    };
+    let per_tick: Vec<usize> = (1..=5u64)
+        .map(|tick| {
+            let mut out = Outbox::default();
+            leader.on_tick(clock(tick * 1_000_000), &mut out);
+            resends(&out)
+        })
+        .collect();
+    assert_eq!(per_tick, vec![0, 0, 1, 1, 0], "the first resend comes at the third silent tick, then backs off");
+}
+
 #[test]
 fn partitioned_old_leader_rejoins_the_new_view() {
     // Goal (spec §11 #23): an isolated leader is replaced; its replies carry the old view and

@@ -302,6 +302,7 @@ impl Replica {
         self.acked_last_tick = vec![0; self.replicas.len()];
         self.resend_backoff = vec![ResendBackoff::default(); self.replicas.len()];
         self.unannounced = end + 1;
+        self.announced_before = 0;
         self.reset_timeout();
         let executable = if self.is_leader() { end } else { commit };
         if executable > self.executed {
