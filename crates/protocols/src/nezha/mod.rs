@@ -30,7 +30,7 @@
 //! | `FastReplies` | replica → proxy | appended (batched per sender); hash; result (leader); OWD estimate |
 //! | `SlowReply` | follower → proxy | synced with the leader up to this request |
 //! | `Sync` | leader → followers | positions (ids, deadline differences; bodies on resend), commit point, crash-vector, `cv_since`; heartbeat |
-//! | `SyncAck` | follower → leader | sync-point (and "I lack the next body") |
+//! | `SyncAck` | follower → leader | sync-point (and "I lack the next body or announced positions") |
 //! | `ViewChangeRequest` | replica → replicas | "I moved to view v" |
 //! | `ViewChange` | replica → new leader | its log, sync-point, last normal view |
 //! | `StartView` | new leader → replicas | the merged log of the new view |

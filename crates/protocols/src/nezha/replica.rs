@@ -303,11 +303,13 @@ impl Replica {
         if cv.len() != self.cv.len() || cv[sender] < self.cv[sender] {
             return false;
         }
-        if self.cv.iter().zip(cv).any(|(mine, theirs)| theirs > mine) {
-            self.cv_since = self.sync_point() + 1;
-        }
+        let mut raised = false;
         for (mine, theirs) in self.cv.iter_mut().zip(cv) {
+            raised |= theirs > mine;
             *mine = (*mine).max(*theirs);
+        }
+        if raised {
+            self.cv_since = self.sync_point() + 1;
         }
         true
     }

@@ -260,10 +260,8 @@ impl Replica {
         self.leader_wants_slow_replies = slow_replies;
         let heartbeat_or_resend = entries.iter().all(|entry| entry.body.is_some());
         // A heartbeat's `first` follows the last position the leader announced.
-        let mut announced_end = 0;
-        if entries.is_empty() {
-            announced_end = std::mem::replace(&mut self.announced_before, first.saturating_sub(1));
-        }
+        let announced_end =
+            if entries.is_empty() { std::mem::replace(&mut self.announced_before, first.saturating_sub(1)) } else { 0 };
         let window_end = self.sync_point() + Replica::pending_sync_max();
         // The leader appended the positions from `cv_since` on under this crash-vector.
         let cv_hash = crash_vector_hash(&cv);

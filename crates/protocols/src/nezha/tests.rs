@@ -124,15 +124,7 @@ fn late_request_at_a_follower_is_fixed_by_sync() {
     assert_eq!(follower.sync_point(), 2);
     assert_eq!(deadlines(&follower), vec![100, 200]);
     assert!(follower.late.is_empty());
-    let slow: usize = out
-        .effects()
-        .iter()
-        .filter_map(|e| match e {
-            ordo_core::Effect::Send { message: Message::SlowReply { ids, .. }, .. } => Some(ids.len()),
-            _ => None,
-        })
-        .sum();
-    assert_eq!(slow, 2, "both synced requests are slow-replied");
+    assert_eq!(slow_replied(&out).len(), 2, "both synced requests are slow-replied");
     follower.check_invariants();
 }
 
@@ -186,16 +178,24 @@ fn syncs_wait_longer_while_many_positions_take_the_fast_path() {
     leader.check_invariants();
 }
 
-/// The ids a handler slow-replied to.
-fn slow_replied(out: &Outbox<Nezha>) -> Vec<RequestId> {
+/// What `pick` takes from each message a handler sent to one node.
+fn sent<T>(out: &Outbox<Nezha>, pick: impl Fn(&Message) -> Option<T>) -> Vec<T> {
     out.effects()
         .iter()
         .filter_map(|effect| match effect {
-            ordo_core::Effect::Send { message: Message::SlowReply { ids, .. }, .. } => Some(ids.clone()),
+            ordo_core::Effect::Send { message, .. } => pick(message),
             _ => None,
         })
-        .flatten()
         .collect()
+}
+
+/// The ids a handler slow-replied to.
+fn slow_replied(out: &Outbox<Nezha>) -> Vec<RequestId> {
+    let ids = |message: &Message| match message {
+        Message::SlowReply { ids, .. } => Some(ids.clone()),
+        _ => None,
+    };
+    sent(out, ids).concat()
 }
 
 /// Requests `(client, number, deadline, command)` reach `replica`, which releases them at 1 ms.
@@ -542,15 +542,11 @@ fn lost_syncs_are_resent() {
 
 /// The `SyncAck`s among a handler's effects, as (sync-point, missing).
 fn acks_sent(out: &Outbox<Nezha>) -> Vec<(u64, bool)> {
-    out.effects()
-        .iter()
-        .filter_map(|effect| match effect {
-            ordo_core::Effect::Send { message: Message::SyncAck { sync_point, missing, .. }, .. } => {
-                Some((*sync_point, *missing))
-            }
-            _ => None,
-        })
-        .collect()
+    let ack = |message: &Message| match message {
+        Message::SyncAck { sync_point, missing, .. } => Some((*sync_point, *missing)),
+        _ => None,
+    };
+    sent(out, ack)
 }
 
 #[test]
@@ -591,13 +587,11 @@ fn the_leader_resends_unasked_only_after_a_few_silent_ticks() {
     let ack = Message::SyncAck { view: 0, cv: vec![0, 0, 0], sync_point: 1, missing: false };
     leader.on_message(clock(1_200), NodeId(2), ack, &mut out);
     let resends = |out: &Outbox<Nezha>| {
-        out.effects()
-            .iter()
-            .filter(|effect| {
-                matches!(effect, ordo_core::Effect::Send { message: Message::Sync { entries, .. }, .. }
-                    if entries.iter().any(|entry| entry.body.is_some()))
-            })
-            .count()
+        let with_bodies = |message: &Message| match message {
+            Message::Sync { entries, .. } if entries.iter().any(|entry| entry.body.is_some()) => Some(()),
+            _ => None,
+        };
+        sent(out, with_bodies).len()
     };
     let per_tick: Vec<usize> = (1..=5u64)
         .map(|tick| {
