@@ -245,7 +245,7 @@ fn replay_command(seed: u64) -> String {
 }
 
 fn one_line(report: &SimReport) -> String {
-    let faults: u64 = report.faults.values().sum();
+    let faults: u64 = report.faults.counts.values().sum();
     format!(
         "seed {:>5}  committed {:>7}  unknown {:>4}  faults {:>3}  p50 {:>7.3} ms  {:>5.2}M ev/s  {}",
         report.seed,
@@ -266,6 +266,7 @@ fn search(args: &SimArgs, config: SimConfig, seeds: std::ops::RangeInclusive<u64
     let inconclusive: Mutex<Vec<u64>> = Mutex::new(Vec::new());
     let setup_error: Mutex<Option<String>> = Mutex::new(None);
     let passed = AtomicU64::new(0);
+    let crash_by_role: Mutex<std::collections::BTreeMap<String, u64>> = Mutex::default();
     std::thread::scope(|scope| {
         for _ in 0..jobs {
             scope.spawn(|| {
@@ -282,6 +283,11 @@ fn search(args: &SimArgs, config: SimConfig, seeds: std::ops::RangeInclusive<u64
                         }
                         Ok(run) => {
                             println!("{}", one_line(&run.report));
+                            let mut crashes = crash_by_role.lock().expect("lock");
+                            for (role, count) in &run.report.faults.crash_by_role {
+                                *crashes.entry(role.clone()).or_default() += count;
+                            }
+                            drop(crashes);
                             match run.report.violation() {
                                 // Not a failure: the campaign goes on, and says so at the end.
                                 Some(Violation::Inconclusive(_)) => inconclusive.lock().expect("lock").push(seed),
@@ -307,6 +313,11 @@ fn search(args: &SimArgs, config: SimConfig, seeds: std::ops::RangeInclusive<u64
     let passed = passed.into_inner();
     let mut inconclusive = inconclusive.into_inner().expect("lock");
     inconclusive.sort();
+    let crashes = crash_by_role.into_inner().expect("lock");
+    if !crashes.is_empty() {
+        let tally: Vec<String> = crashes.iter().map(|(role, count)| format!("{role} {count}")).collect();
+        println!("crashes by role: {}", tally.join(", "));
+    }
     let unknown = match inconclusive.as_slice() {
         [] => String::new(),
         seeds => format!("{} inconclusive (seeds {seeds:?}), ", seeds.len()),

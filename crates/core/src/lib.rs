@@ -7,10 +7,13 @@
 //! - [`node`]: the sans-IO node interface: a [`node::Protocol`] names its message, timer and
 //!   durable-record types; a [`node::Node`] takes one input with the local clock reading and
 //!   appends effects to an [`node::Outbox`] the driver owns.
+//! - [`driver`]: [`driver::NodeRunner`], the one interpreter of a node's effects that every
+//!   driver (simulator, runtime, testkit) uses.
 //! - [`stats`]: counters each node keeps, read the same way for every protocol.
 #![deny(missing_docs)]
 
 pub mod command;
+pub mod driver;
 pub mod ids;
 pub mod kv;
 pub mod node;
@@ -21,8 +24,9 @@ pub use command::{Command, CommandResult, Key, Value};
 pub use ids::{ClientId, NodeId, RequestId};
 pub use kv::{KeyDigest, KvStore, StateMachine, snapshot_interval};
 pub use node::{
-    CrashModel, Destinations, Effect, Node, NodeContext, NodeSpec, Outbox, PersistMode, PersistTicket, Protocol, Role,
+    AsAny, CrashModel, Destinations, Effect, FailureBudget, GlobalChecker, Node, NodeContext, NodeSpec, Outbox, PersistMode, PersistTicket, Protocol, Role,
     Submission, Topology, shard_of_key,
 };
+pub use driver::{Action, Deadline, NodeRunner, RunnerSetup, Targets, TimerFiring, node_seed};
 pub use stats::NodeStats;
 pub use time::{Clock, ClockReading};

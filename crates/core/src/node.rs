@@ -83,6 +83,17 @@ pub enum CrashModel {
     Stop,
 }
 
+/// How many nodes of one role may be down at once in a random fault plan.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FailureBudget {
+    /// Never crashed or paused.
+    Never,
+    /// At most this many down at once.
+    AtMost(usize),
+    /// Any number, all of them at once included.
+    Any,
+}
+
 /// A shared, immutable list of destination nodes (cheap to clone into many effects).
 pub type Destinations = Arc<[NodeId]>;
 
@@ -232,6 +243,29 @@ pub enum Effect<P: Protocol> {
         /// Its ticket.
         ticket: PersistTicket,
     },
+    /// A fact for the protocol's [`GlobalChecker`] (such as "slot 7 committed request r"). The
+    /// simulator feeds it to the checker after the step; the real runtime drops it.
+    Observe(P::Observation),
+}
+
+impl<P: Protocol> Effect<P> {
+    /// The same effect under another protocol with the same types (a canary that wraps the real
+    /// protocol's nodes).
+    pub fn retype<Q>(self) -> Effect<Q>
+    where
+        Q: Protocol<Message = P::Message, Timer = P::Timer, Durable = P::Durable, Observation = P::Observation>,
+    {
+        match self {
+            Effect::Send { to, message, after } => Effect::Send { to, message, after },
+            Effect::Multicast { to, message, after } => Effect::Multicast { to, message, after },
+            Effect::Complete { op, result } => Effect::Complete { op, result },
+            Effect::SetTimer { timer, after_ns } => Effect::SetTimer { timer, after_ns },
+            Effect::SetTimerAt { timer, local_ns } => Effect::SetTimerAt { timer, local_ns },
+            Effect::CancelTimer { timer } => Effect::CancelTimer { timer },
+            Effect::Persist { record, mode, ticket } => Effect::Persist { record, mode, ticket },
+            Effect::Observe(observation) => Effect::Observe(observation),
+        }
+    }
 }
 
 impl<P: Protocol> Debug for Effect<P> {
@@ -244,6 +278,7 @@ impl<P: Protocol> Debug for Effect<P> {
             Effect::SetTimerAt { timer, local_ns } => write!(f, "set timer {timer:?} at local {local_ns}ns"),
             Effect::CancelTimer { timer } => write!(f, "cancel timer {timer:?}"),
             Effect::Persist { record, mode, ticket } => write!(f, "persist {ticket:?} {mode:?} {record:?}"),
+            Effect::Observe(observation) => write!(f, "observe {observation:?}"),
         }
     }
 }
@@ -296,6 +331,40 @@ impl<P: Protocol> Outbox<P> {
     /// Sends one message to several nodes once the write `ticket` is durable.
     pub fn multicast_after(&mut self, ticket: PersistTicket, to: &Destinations, message: P::Message) {
         self.effects.push(Effect::Multicast { to: to.clone(), message, after: Some(ticket) });
+    }
+
+    /// The latest write this node issued in its current incarnation, if any.
+    pub fn last_ticket(&self) -> Option<PersistTicket> {
+        self.next_ticket.checked_sub(1).map(PersistTicket)
+    }
+
+    /// Sends a message once every write the node has issued so far is durable (at once when
+    /// there is none, or all are).
+    pub fn send_durable(&mut self, to: NodeId, message: P::Message) {
+        let after = self.last_ticket();
+        self.effects.push(Effect::Send { to, message, after });
+    }
+
+    /// Sends one message to several nodes once every write issued so far is durable.
+    pub fn multicast_durable(&mut self, to: &Destinations, message: P::Message) {
+        let after = self.last_ticket();
+        self.effects.push(Effect::Multicast { to: to.clone(), message, after });
+    }
+
+    /// Hands a fact to the protocol's global checker (simulation only).
+    pub fn observe(&mut self, observation: P::Observation) {
+        self.effects.push(Effect::Observe(observation));
+    }
+
+    /// Moves every effect of `other` (a wrapped node's outbox with the same types) here, in order,
+    /// with its persist tickets.
+    pub fn absorb<Q>(&mut self, other: &mut Outbox<Q>)
+    where
+        Q: Protocol<Message = P::Message, Timer = P::Timer, Durable = P::Durable, Observation = P::Observation>,
+    {
+        assert!(other.next_ticket >= self.next_ticket, "the wrapped node started from our ticket");
+        self.effects.extend(other.effects.drain(..).map(Effect::retype));
+        self.next_ticket = other.next_ticket;
     }
 
     /// Returns a submission's result to the application (client nodes).
@@ -389,6 +458,8 @@ pub trait Protocol: Sized + 'static {
     type Durable: Clone + Debug + Serialize + DeserializeOwned + Send + 'static;
     /// The protocol's own options, read from the `[protocol]` table of a run's configuration.
     type Config: Clone + Debug + Default + Serialize + DeserializeOwned + Send + Sync + 'static;
+    /// Facts nodes report to the protocol's [`GlobalChecker`] (`()` for a protocol without one).
+    type Observation: Clone + Debug + Send + 'static;
 
     /// Roles besides replicas and clients that a cluster of this protocol needs.
     fn extra_roles(_replicas_per_shard: usize, _config: &Self::Config) -> Vec<Role> {
@@ -414,6 +485,14 @@ pub trait Protocol: Sized + 'static {
         CrashModel::Recover
     }
 
+    /// How many nodes of an extra role (proxy, sequencer, controller) random fault plans may
+    /// crash or pause at once. Replicas are bounded by f and [`Protocol::crash_model`]; clients
+    /// are never crashed. A protocol opts its extra roles in: stateless proxies can take any
+    /// number of failures, a controller group only its own bound.
+    fn failure_budget(_role: Role) -> FailureBudget {
+        FailureBudget::Never
+    }
+
     /// Rejects protocol options no node can run with, saying which. Drivers call it before
     /// they build any node.
     fn validate_config(_config: &Self::Config) -> Result<(), String> {
@@ -435,13 +514,43 @@ pub trait Protocol: Sized + 'static {
         &[]
     }
 
+    /// A checker of invariants that span nodes, fed every [`Effect::Observe`] in simulation.
+    fn global_checker() -> Option<Box<dyn GlobalChecker<Self>>> {
+        None
+    }
+
     /// Builds a node, fresh (`durable` empty) or restarted with what it had persisted.
     fn new_node(context: NodeContext<Self>, durable: Vec<Self::Durable>) -> Box<dyn Node<Self>>;
 }
 
+/// Checks an invariant that spans nodes (no two replicas commit different commands at one slot,
+/// say) from the facts nodes report with [`Outbox::observe`]. The simulator calls it after every
+/// step, in the order the facts were produced; the runtime never builds one.
+pub trait GlobalChecker<P: Protocol>: Send {
+    /// Takes one fact from `node`; returns the violation it reveals, if any.
+    fn observe(&mut self, node: NodeId, observation: &P::Observation) -> Result<(), String>;
+}
+
+/// Lets tests reach a node's concrete type behind `dyn Node` (every `'static` type has it).
+pub trait AsAny: std::any::Any {
+    /// The node as `Any`, to downcast.
+    fn as_any(&self) -> &dyn std::any::Any;
+    /// The node as `Any`, mutably.
+    fn as_any_mut(&mut self) -> &mut dyn std::any::Any;
+}
+
+impl<T: std::any::Any> AsAny for T {
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+    fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
+        self
+    }
+}
+
 /// One role of a protocol. Each method takes the local clock reading and one input, and appends
 /// effects to `out`.
-pub trait Node<P: Protocol>: Send {
+pub trait Node<P: Protocol>: Send + AsAny {
     /// Called once when the node boots or restarts: set the first timers.
     fn on_start(&mut self, now: ClockReading, out: &mut Outbox<P>);
     /// A message arrived.
@@ -450,6 +559,9 @@ pub trait Node<P: Protocol>: Send {
     fn on_timer(&mut self, now: ClockReading, timer: P::Timer, out: &mut Outbox<P>);
     /// The application submits a command (client nodes only; others ignore it).
     fn on_submit(&mut self, _now: ClockReading, _submission: Submission, _out: &mut Outbox<P>) {}
+    /// Every write this incarnation issued up to and including `through` is durable (a write
+    /// becomes durable after those issued before it). Sends that waited for them have left.
+    fn on_durable(&mut self, _now: ClockReading, _through: PersistTicket, _out: &mut Outbox<P>) {}
     /// Panics if the node's state breaks one of its invariants. Drivers call it after every
     /// input in simulation and debug builds.
     fn check_invariants(&self) {}

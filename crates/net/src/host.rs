@@ -1,14 +1,15 @@
 //! The node host: runs the nodes one process hosts (one replica or other role, or a gateway's
-//! client nodes) over real UDP, real timers, a real clock and a real file, mirroring how the
-//! simulator drives them (`crates/sim/src/world.rs`):
+//! client nodes) over real UDP, real timers, a real clock and a real file. Each node sits in a
+//! [`NodeRunner`], the effect interpreter the simulator and the testkit use too, so the contract
+//! (held sends, timer generations, the multicast rule, tickets) is the same everywhere; the host
+//! performs the runner's actions:
 //!
-//! - every input is handed to the node with the clock's reading, then the effects are carried
-//!   out in order; `check_invariants` runs after each input in debug builds;
-//! - sends to the node itself are delivered locally; multicasts skip the sender;
-//! - `SetTimer` is relative local time, `SetTimerAt` an absolute local reading re-checked when it
-//!   fires (a clock that jumped back makes it wait); setting a pending timer moves it;
-//! - `Persist` writes are issued in ticket order; sends held on a ticket leave only after one
-//!   `fsync` (group commit per loop turn) covered it; a restart reads the file back;
+//! - sends to a node of this process are delivered locally, others are packed into datagrams;
+//! - a timer is armed on a heap of monotonic deadlines and handed back to the runner when due
+//!   (an absolute timer whose clock jumped back is armed again for when the clock gets there);
+//! - writes are appended in ticket order; after one `fsync` per loop turn (group commit) the
+//!   runner hears how many are durable and releases the sends that waited; a restart reads the
+//!   file back; `check_invariants` runs after each input in debug builds;
 //! - a client node takes one submission at a time: the host queues requests and hands them to
 //!   free client nodes; an operation that runs past the timeout is answered as unknown, and the
 //!   next submission to that client abandons it (as `Submission` documents).
@@ -22,8 +23,8 @@ use crate::timer::PreciseTimer;
 use crate::udp::{Receiver, Sender, Sent};
 use crate::wire::{self, Body, Header, Packer, Reassembly};
 use ordo_core::{
-    Command, CommandResult, Effect, Node, NodeContext, NodeId, Outbox, PersistMode, Protocol, Role, Submission,
-    Topology,
+    Action, ClockReading, Command, CommandResult, Deadline, NodeId, NodeRunner, PersistMode, Protocol, Role,
+    RunnerSetup, Submission, Targets, TimerFiring, Topology,
 };
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, VecDeque};
@@ -90,13 +91,6 @@ pub struct Request {
     pub reply: oneshot::Sender<Outcome>,
 }
 
-/// A send waiting for a durable write.
-struct HeldSend<P: Protocol> {
-    ticket: u64,
-    to: Vec<NodeId>,
-    message: P::Message,
-}
-
 /// A client node's current operation.
 struct Busy {
     op: u64,
@@ -108,18 +102,22 @@ struct Busy {
 /// One node this process hosts.
 struct Local<P: Protocol> {
     id: NodeId,
-    node: Box<dyn Node<P>>,
+    runner: NodeRunner<P>,
     storage: Storage,
-    next_ticket: u64,
-    held: Vec<HeldSend<P>>,
-    timers: BTreeMap<P::Timer, (u64, u64, Option<u64>)>,
     busy: Option<Busy>,
 }
 
-enum Input<P: Protocol> {
-    Message(NodeId, P::Message),
-    Timer(P::Timer),
-    Submit(Submission),
+impl<P: Protocol> Local<P> {
+    /// The node: a host's nodes run for the life of the process.
+    fn node(&self) -> &dyn ordo_core::Node<P> {
+        self.runner.node().expect("a hosted node runs until its process ends")
+    }
+}
+
+/// A message for a node of this process, decoded or sent locally.
+struct Input<P: Protocol> {
+    from: NodeId,
+    message: P::Message,
 }
 
 /// Pending timers ordered by deadline: (monotonic deadline, local node, generation, timer).
@@ -142,10 +140,9 @@ pub struct Host<P: Protocol> {
     clock: SkewedClock,
     locals: Vec<Local<P>>,
     local_of: Vec<Option<usize>>,
-    outbox: Outbox<P>,
+    actions: Vec<Action<P>>,
     inbox: VecDeque<(usize, Input<P>)>,
     timer_heap: TimerHeap<P::Timer>,
-    timer_generation: u64,
     packers: BTreeMap<PackerKey, Packer>,
     /// Per-link packing (see [`PackerKey`]).
     packing_per_link: bool,
@@ -210,7 +207,15 @@ impl<P: Protocol> Host<P> {
         set_buffers(&socket);
         let addr_of: Vec<SocketAddr> = placement.entry_of.iter().map(|&e| cluster.nodes[e].addr).collect();
         let boot = crate::clock::realtime_ns() ^ (u64::from(std::process::id()) << 32);
+        let setup = RunnerSetup {
+            topology: topology.clone(),
+            config: config.clone(),
+            run_seed: cluster.runtime.seed,
+            new_state_machine,
+            check_invariants: cfg!(debug_assertions),
+        };
         let mut locals = Vec::new();
+        let mut booted = Vec::new();
         let mut local_of = vec![None; topology.nodes.len()];
         for (index, &node_entry) in placement.entry_of.iter().enumerate() {
             if node_entry != entry {
@@ -225,25 +230,10 @@ impl<P: Protocol> Host<P> {
             }
             let (storage, durable) = Storage::open::<P::Durable>(&path, cluster.runtime.fsync)
                 .map_err(io(format!("open {}", path.display())))?;
-            let context = NodeContext {
-                id,
-                topology: topology.clone(),
-                config: config.clone(),
-                seed: cluster.runtime.seed.wrapping_mul(1_000_003).wrapping_add(u64::from(id.0) * 7919) ^ boot,
-                new_state_machine,
-                incarnation: boot,
-            };
-            let node = P::new_node(context, durable);
             local_of[index] = Some(locals.len());
-            locals.push(Local {
-                id,
-                node,
-                storage,
-                next_ticket: 0,
-                held: Vec::new(),
-                timers: BTreeMap::new(),
-                busy: None,
-            });
+            // The boot number is the incarnation: it differs between a node's processes.
+            locals.push(Local { id, runner: NodeRunner::new(id, setup.clone()), storage, busy: None });
+            booted.push(durable);
         }
         let free_clients =
             (0..locals.len()).rev().filter(|&i| topology.node(locals[i].id).role == Role::Client).collect();
@@ -258,10 +248,9 @@ impl<P: Protocol> Host<P> {
             clock: SkewedClock::new(&me.clock),
             locals,
             local_of,
-            outbox: Outbox::new(0),
+            actions: Vec::new(),
             inbox: VecDeque::new(),
             timer_heap: BinaryHeap::new(),
-            timer_generation: 0,
             packers: BTreeMap::new(),
             packing_per_link: shim.has_network_faults(),
             sender: Sender::default(),
@@ -293,8 +282,8 @@ impl<P: Protocol> Host<P> {
             digests: BTreeMap::new(),
             topology,
         };
-        for index in 0..host.locals.len() {
-            host.run_handler(index, None);
+        for (index, durable) in booted.into_iter().enumerate() {
+            host.step(index, |runner, now, actions| runner.boot(now, boot, durable, actions));
         }
         host.flush();
         host.commit()?;
@@ -461,46 +450,37 @@ impl<P: Protocol> Host<P> {
     }
 
     fn drain_inbox(&mut self) {
-        while let Some((index, input)) = self.inbox.pop_front() {
-            self.run_handler(index, Some(input));
+        while let Some((index, Input { from, message })) = self.inbox.pop_front() {
+            self.step(index, |runner, now, actions| runner.deliver(now, from, message, actions));
         }
     }
 
     fn fire_timers(&mut self, now: u64) {
-        while let Some(Reverse((at, index, generation, _))) = self.timer_heap.peek() {
+        while let Some(Reverse((at, ..))) = self.timer_heap.peek() {
             if *at > now {
                 break;
             }
-            let (index, generation) = (*index, *generation);
-            let Reverse((_, _, _, timer)) = self.timer_heap.pop().expect("peeked");
-            let local = &mut self.locals[index];
-            let Some(&(pending, _, target)) = local.timers.get(&timer) else { continue };
-            if pending != generation {
-                continue;
-            }
-            if let Some(local_ns) = target
-                && self.clock.now().local_ns < local_ns
-            {
+            let Reverse((_, index, generation, timer)) = self.timer_heap.pop().expect("peeked");
+            let mut not_yet = None;
+            self.step(index, |runner, now, actions| {
+                if let TimerFiring::NotYet(local_ns) = runner.fire_timer(now, timer.clone(), generation, actions) {
+                    not_yet = Some(local_ns);
+                }
+            });
+            if let Some(local_ns) = not_yet {
                 // The clock jumped back: wait until it reads the target again.
                 let at = self.clock.monotonic_at(local_ns).max(now + 1_000);
-                local.timers.insert(timer.clone(), (generation, at, target));
                 self.timer_heap.push(Reverse((at, index, generation, timer)));
-                continue;
             }
-            local.timers.remove(&timer);
-            self.run_handler(index, Some(Input::Timer(timer)));
             self.drain_inbox();
         }
-        // Stale entries of moved or cancelled timers are skipped lazily; rebuild when they pile up.
-        let live: usize = self.locals.iter().map(|l| l.timers.len()).sum();
+        // Stale entries of moved or cancelled timers are skipped lazily; drop them when they pile up.
+        let live: usize = self.locals.iter().map(|l| l.runner.timer_count()).sum();
         if self.timer_heap.len() > 4 * live + 1_024 {
-            let mut heap = BinaryHeap::with_capacity(live);
-            for (index, local) in self.locals.iter().enumerate() {
-                for (timer, &(generation, at, _)) in &local.timers {
-                    heap.push(Reverse((at, index, generation, timer.clone())));
-                }
-            }
-            self.timer_heap = heap;
+            let locals = &self.locals;
+            self.timer_heap.retain(|Reverse((_, index, generation, timer))| {
+                locals[*index].runner.is_timer_pending(timer, *generation)
+            });
         }
     }
 
@@ -526,7 +506,8 @@ impl<P: Protocol> Host<P> {
             self.outstanding.insert(op, index);
             self.locals[index].busy =
                 Some(Busy { op, deadline_ns: now + self.op_timeout_ns, started_ns: now, reply: request.reply });
-            self.run_handler(index, Some(Input::Submit(Submission { op, command: request.command })));
+            let submission = Submission { op, command: request.command };
+            self.step(index, |runner, now, actions| runner.submit(now, submission, actions));
         }
     }
 
@@ -548,36 +529,22 @@ impl<P: Protocol> Host<P> {
 
     // ---- the node and its effects ----------------------------------------------------------
 
-    fn run_handler(&mut self, index: usize, input: Option<Input<P>>) {
+    /// Runs one step of a local node's runner with the clock's reading and performs its actions.
+    fn step(&mut self, index: usize, step: impl FnOnce(&mut NodeRunner<P>, ClockReading, &mut Vec<Action<P>>)) {
         let reading = self.clock.now();
-        let local = &mut self.locals[index];
-        self.outbox.set_next_ticket(local.next_ticket);
-        match input {
-            None => local.node.on_start(reading, &mut self.outbox),
-            Some(Input::Message(from, message)) => local.node.on_message(reading, from, message, &mut self.outbox),
-            Some(Input::Timer(timer)) => local.node.on_timer(reading, timer, &mut self.outbox),
-            Some(Input::Submit(submission)) => local.node.on_submit(reading, submission, &mut self.outbox),
+        let mut actions = std::mem::take(&mut self.actions);
+        step(&mut self.locals[index].runner, reading, &mut actions);
+        for action in actions.drain(..) {
+            self.perform(index, action);
         }
-        if cfg!(debug_assertions) {
-            local.node.check_invariants();
-        }
-        local.next_ticket = self.outbox.next_ticket();
-        let mut effects = std::mem::take(&mut self.outbox);
-        for effect in effects.drain() {
-            self.apply(index, effect);
-        }
-        self.outbox = effects;
+        self.actions = actions;
     }
 
-    fn apply(&mut self, index: usize, effect: Effect<P>) {
+    fn perform(&mut self, index: usize, action: Action<P>) {
         let id = self.locals[index].id;
-        match effect {
-            Effect::Send { to, message, after } => self.send_or_hold(index, &[to], None, message, after.map(|t| t.0)),
-            // A multicast skips its sender (as in the simulator); a plain send to itself does not.
-            Effect::Multicast { to, message, after } => {
-                self.send_or_hold(index, &to, Some(id), message, after.map(|t| t.0))
-            }
-            Effect::Complete { op, result } => {
+        match action {
+            Action::Send { to, message } => self.transmit(id, &to, message),
+            Action::Complete { op, result } => {
                 let local = &mut self.locals[index];
                 if let Some(busy) = local.busy.take_if(|b| b.op == op) {
                     self.outstanding.remove(&op);
@@ -588,18 +555,14 @@ impl<P: Protocol> Host<P> {
                     self.free_clients.push(index);
                 }
             }
-            Effect::SetTimer { timer, after_ns } => {
-                let at = monotonic_ns() + self.clock.monotonic_duration(after_ns).max(1);
-                self.set_timer(index, timer, at, None);
+            Action::ArmTimer { timer, generation, deadline } => {
+                let at = match deadline {
+                    Deadline::After(local_ns) => monotonic_ns() + self.clock.monotonic_duration(local_ns).max(1),
+                    Deadline::At(local_ns) => self.clock.monotonic_at(local_ns),
+                };
+                self.timer_heap.push(Reverse((at, index, generation, timer)));
             }
-            Effect::SetTimerAt { timer, local_ns } => {
-                let at = self.clock.monotonic_at(local_ns);
-                self.set_timer(index, timer, at, Some(local_ns));
-            }
-            Effect::CancelTimer { timer } => {
-                self.locals[index].timers.remove(&timer);
-            }
-            Effect::Persist { record, mode, ticket } => {
+            Action::Write { record, mode, ticket } => {
                 let storage = &mut self.locals[index].storage;
                 match mode {
                     PersistMode::Append => storage.append(&record),
@@ -610,44 +573,22 @@ impl<P: Protocol> Host<P> {
                         }
                     }
                 }
+                // Writes reach the file in ticket order, so the file's count is the ticket's.
                 let _ = ticket;
             }
+            // Global checkers run in simulation only.
+            Action::Observe(_) => {}
         }
     }
 
-    fn set_timer(&mut self, index: usize, timer: P::Timer, at: u64, target: Option<u64>) {
-        self.timer_generation += 1;
-        let generation = self.timer_generation;
-        self.locals[index].timers.insert(timer.clone(), (generation, at, target));
-        self.timer_heap.push(Reverse((at, index, generation, timer)));
-    }
-
-    fn send_or_hold(
-        &mut self,
-        index: usize,
-        to: &[NodeId],
-        skip: Option<NodeId>,
-        message: P::Message,
-        after: Option<u64>,
-    ) {
-        let local = &mut self.locals[index];
-        if let Some(ticket) = after.filter(|&t| t >= local.storage.durable()) {
-            let to = to.iter().copied().filter(|&t| Some(t) != skip).collect();
-            local.held.push(HeldSend { ticket, to, message });
-            return;
-        }
-        let from = local.id;
-        self.transmit(from, to, skip, message);
-    }
-
-    /// Sends `message` to every node of `to` but `skip`: packed for the network, or queued for
-    /// a node of this process (no encoding then).
-    fn transmit(&mut self, from: NodeId, to: &[NodeId], skip: Option<NodeId>, message: P::Message) {
+    /// Sends `message` to every target: packed for the network, or queued for a node of this
+    /// process (no encoding then).
+    fn transmit(&mut self, from: NodeId, to: &Targets, message: P::Message) {
         let mut encoded = false;
-        for &target in to.iter().filter(|&&t| Some(t) != skip) {
+        for target in to.iter() {
             self.transport.messages_sent += 1;
             if let Some(Some(local)) = self.local_of.get(target.index()).copied() {
-                self.inbox.push_back((local, Input::Message(from, message.clone())));
+                self.inbox.push_back((local, Input { from, message: message.clone() }));
                 continue;
             }
             let Some(&address) = self.addr_of.get(target.index()) else {
@@ -749,17 +690,11 @@ impl<P: Protocol> Host<P> {
     fn commit(&mut self) -> Result<(), HostError> {
         for index in 0..self.locals.len() {
             let local = &mut self.locals[index];
-            if !local.storage.dirty() && local.held.is_empty() {
+            if !local.storage.dirty() && local.runner.held_count() == 0 {
                 continue;
             }
             let durable = local.storage.sync().map_err(io(format!("sync storage of {}", local.id)))?;
-            let (ready, waiting): (Vec<_>, Vec<_>) =
-                std::mem::take(&mut local.held).into_iter().partition(|h| h.ticket < durable);
-            local.held = waiting;
-            let from = local.id;
-            for held in ready {
-                self.transmit(from, &held.to, None, held.message);
-            }
+            self.step(index, |runner, now, actions| runner.writes_durable(now, durable, actions));
         }
         self.drain_inbox();
         self.flush();
@@ -771,7 +706,7 @@ impl<P: Protocol> Host<P> {
     fn publish_metrics(&mut self, digest: bool) {
         if digest {
             for local in &self.locals {
-                if let Some(machine) = local.node.state_machine() {
+                if let Some(machine) = local.node().state_machine() {
                     let mut hasher = xxhash_rust::xxh3::Xxh3::new();
                     for key in machine.key_digests() {
                         hasher.update(&key.key);
@@ -789,10 +724,10 @@ impl<P: Protocol> Host<P> {
             .map(|l| LocalNodeMetrics {
                 id: l.id.0,
                 role: format!("{:?}", self.topology.node(l.id).role).to_lowercase(),
-                status: l.node.status(),
-                stats: l.node.stats().clone(),
-                timers: l.timers.len(),
-                held_sends: l.held.len(),
+                status: l.node().status(),
+                stats: l.node().stats().clone(),
+                timers: l.runner.timer_count(),
+                held_sends: l.runner.held_count(),
                 durable_writes: l.storage.durable(),
                 fsyncs: l.storage.syncs,
                 digest: self.digests.get(&l.id.0).copied(),
@@ -800,7 +735,7 @@ impl<P: Protocol> Host<P> {
             .collect();
         let mut client_stats = ordo_core::NodeStats::default();
         for local in self.locals.iter().filter(|l| self.topology.node(l.id).role == Role::Client) {
-            client_stats.absorb(local.node.stats());
+            client_stats.absorb(local.node().stats());
         }
         let mut metrics = self.metrics.lock().expect("metrics lock");
         metrics.nodes = nodes;
@@ -868,7 +803,7 @@ fn on_datagram<P: Protocol>(decoding: &mut Decoding<'_, P>, datagram: &[u8], sou
         match whole {
             Ok(message) => {
                 decoding.transport.messages_received += 1;
-                decoding.inbox.push_back((local, Input::Message(NodeId(frame.from), message)));
+                decoding.inbox.push_back((local, Input { from: NodeId(frame.from), message }));
             }
             Err(_) => *decoding.transport.dropped.entry("undecodable_message").or_default() += 1,
         }

@@ -5,7 +5,7 @@
 //! the canary's node context into the real protocol's.
 
 use ordo_core::{
-    ClockReading, Effect, Node, NodeContext, NodeId, NodeStats, Outbox, Protocol, StateMachine, Submission,
+    ClockReading, Node, NodeContext, NodeId, NodeStats, Outbox, PersistTicket, Protocol, StateMachine, Submission,
 };
 use std::marker::PhantomData;
 
@@ -19,7 +19,7 @@ pub struct Retyped<Real: Protocol, P> {
 impl<Real, P> Retyped<Real, P>
 where
     Real: Protocol,
-    P: Protocol<Message = Real::Message, Timer = Real::Timer, Durable = Real::Durable>,
+    P: Protocol<Message = Real::Message, Timer = Real::Timer, Durable = Real::Durable, Observation = Real::Observation>,
 {
     /// Wraps a real node as a node of `P`.
     pub fn boxed(inner: Box<dyn Node<Real>>) -> Box<dyn Node<P>> {
@@ -31,22 +31,7 @@ where
         assert!(self.scratch.is_empty(), "the scratch outbox is drained after every input");
         self.scratch.set_next_ticket(out.next_ticket());
         input(self.inner.as_mut(), &mut self.scratch);
-        for effect in self.scratch.drain() {
-            match effect {
-                Effect::Send { to, message, after: None } => out.send(to, message),
-                Effect::Send { to, message, after: Some(ticket) } => out.send_after(ticket, to, message),
-                Effect::Multicast { to, message, after: None } => out.multicast(&to, message),
-                Effect::Multicast { to, message, after: Some(ticket) } => out.multicast_after(ticket, &to, message),
-                Effect::Complete { op, result } => out.complete(op, result),
-                Effect::SetTimer { timer, after_ns } => out.set_timer(timer, after_ns),
-                Effect::SetTimerAt { timer, local_ns } => out.set_timer_at(timer, local_ns),
-                Effect::CancelTimer { timer } => out.cancel_timer(timer),
-                Effect::Persist { record, mode, ticket } => {
-                    let forwarded = out.persist(record, mode);
-                    assert_eq!(forwarded, ticket, "tickets are numbered the same in both outboxes");
-                }
-            }
-        }
+        out.absorb(&mut self.scratch);
         assert_eq!(out.next_ticket(), self.scratch.next_ticket(), "both outboxes agree on the next ticket");
     }
 }
@@ -54,7 +39,7 @@ where
 impl<Real, P> Node<P> for Retyped<Real, P>
 where
     Real: Protocol,
-    P: Protocol<Message = Real::Message, Timer = Real::Timer, Durable = Real::Durable>,
+    P: Protocol<Message = Real::Message, Timer = Real::Timer, Durable = Real::Durable, Observation = Real::Observation>,
 {
     fn on_start(&mut self, now: ClockReading, out: &mut Outbox<P>) {
         self.forward(out, |node, scratch| node.on_start(now, scratch));
@@ -70,6 +55,10 @@ where
 
     fn on_submit(&mut self, now: ClockReading, submission: Submission, out: &mut Outbox<P>) {
         self.forward(out, |node, scratch| node.on_submit(now, submission, scratch));
+    }
+
+    fn on_durable(&mut self, now: ClockReading, through: PersistTicket, out: &mut Outbox<P>) {
+        self.forward(out, |node, scratch| node.on_durable(now, through, scratch));
     }
 
     fn check_invariants(&self) {

@@ -83,6 +83,8 @@ registry! {
     #[cfg(feature = "canary")]
     multipaxos::MultiPaxosLossyViewChange => canary: true,
     #[cfg(feature = "canary")]
+    multipaxos::MultiPaxosReusedOp => canary: true,
+    #[cfg(feature = "canary")]
     nezha::NezhaMajorityFastQuorum => canary: true,
     #[cfg(feature = "canary")]
     tempo::TempoMinorityStability => canary: true,

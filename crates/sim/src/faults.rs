@@ -145,6 +145,8 @@ pub struct RandomPlanScope<'a> {
     pub crash_model: CrashModel,
     /// Run length.
     pub duration_ns: u64,
+    /// Nodes of each extra role that may fail, with how many may be down at once.
+    pub extra_roles: &'a [(Vec<u32>, usize)],
 }
 
 impl FaultPlan {
@@ -162,6 +164,8 @@ impl FaultPlan {
         draw_partitions(rng, scope, heal_ns, &mut faults);
         draw_network(rng, heal_ns, &mut faults);
         draw_clocks(rng, scope, heal_ns, &mut faults);
+        // Drawn last, so a seed's replica and network faults stay those of a plan without them.
+        draw_extra_role_faults(rng, scope, heal_ns, &mut faults);
         faults.sort_by_key(Fault::at_ns);
         faults
     }
@@ -206,6 +210,32 @@ fn draw_crashes(rng: &mut ChaCha8Rng, scope: &RandomPlanScope, heal_ns: u64, fau
         }
         if scope.crash_model == CrashModel::Stop {
             assert!(crashed.len() <= scope.f, "at most f replicas of a crash-stop shard ever crash");
+        }
+    }
+}
+
+/// Crashes (each restarting before heal) and pauses of extra roles (proxies, sequencers,
+/// controllers), never more of one role down at once than its budget.
+fn draw_extra_role_faults(rng: &mut ChaCha8Rng, scope: &RandomPlanScope, heal_ns: u64, faults: &mut Vec<Fault>) {
+    for (nodes, down_max) in scope.extra_roles {
+        if nodes.is_empty() || *down_max == 0 {
+            continue;
+        }
+        let mut down: Vec<(u32, u64, u64)> = Vec::new();
+        for _ in 0..rng.random_range(1..=3) {
+            let node = nodes[rng.random_range(0..nodes.len())];
+            let (at_ns, restart_ns) = window(rng, heal_ns, heal_ns / 4);
+            let overlapping: Vec<&(u32, u64, u64)> =
+                down.iter().filter(|(_, start, end)| *start < restart_ns && at_ns < *end).collect();
+            if overlapping.len() < *down_max && overlapping.iter().all(|(n, ..)| *n != node) {
+                down.push((node, at_ns, restart_ns));
+                faults.push(Fault::Crash { node, at_ns, restart_ns: Some(restart_ns) });
+            }
+        }
+        if rng.random_bool(0.5) {
+            let node = nodes[rng.random_range(0..nodes.len())];
+            let (at_ns, until_ns) = window(rng, heal_ns, heal_ns / 20);
+            faults.push(Fault::Pause { node, at_ns, until_ns });
         }
     }
 }

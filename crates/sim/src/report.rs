@@ -90,6 +90,22 @@ pub struct NetworkReport {
     pub dropped_down: u64,
     /// Extra copies delivered.
     pub duplicated: u64,
+    /// Messages delayed past a later message of their link by a reorder fault.
+    pub reordered: u64,
+    /// Messages delivered after a message sent later on the same link (zero unless a fault plan
+    /// reorders: links are FIFO).
+    pub delivered_out_of_order: u64,
+}
+
+/// Faults injected.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct FaultSummary {
+    /// Faults by kind (`crash`, `pause`, `partition`...; `crash_skipped` for random crashes
+    /// skipped because they would exceed the role's failure budget at that moment).
+    #[serde(flatten)]
+    pub counts: BTreeMap<String, u64>,
+    /// Crashes that happened, by the crashed node's role.
+    pub crash_by_role: BTreeMap<String, u64>,
 }
 
 /// Everything one run says.
@@ -134,6 +150,10 @@ pub struct SimReport {
     pub agreement: bool,
     /// Why not.
     pub agreement_error: Option<String>,
+    /// The first violation the protocol's global checker found (null when none, or no checker).
+    pub global_invariant_error: Option<String>,
+    /// Observations the global checker accepted.
+    pub observations: u64,
     /// Whether every client made progress after the faults healed.
     pub progress: bool,
     /// Why not.
@@ -146,8 +166,8 @@ pub struct SimReport {
     pub wall_s: f64,
     /// Events per wall-clock second.
     pub events_per_wall_s: f64,
-    /// Faults injected, by kind.
-    pub faults: BTreeMap<String, u64>,
+    /// Faults injected.
+    pub faults: FaultSummary,
     /// Time after which progress was required, in simulated seconds.
     pub heal_s: f64,
     /// Network totals.
@@ -190,6 +210,9 @@ impl SimReport {
         }
         if let Some(why) = &self.linearizability_error {
             return Some(Violation::Correctness(format!("not linearizable: {why}")));
+        }
+        if let Some(why) = &self.global_invariant_error {
+            return Some(Violation::Correctness(format!("global invariant broken: {why}")));
         }
         if let Some(why) = &self.agreement_error {
             return Some(Violation::Correctness(format!("replicas disagree: {why}")));
@@ -263,7 +286,7 @@ impl SimReport {
                 n.status
             );
         }
-        let faults: Vec<String> = self.faults.iter().map(|(k, v)| format!("{k}×{v}")).collect();
+        let faults: Vec<String> = self.faults.counts.iter().map(|(k, v)| format!("{k}×{v}")).collect();
         if !faults.is_empty() {
             let _ = writeln!(out, "faults      {} (healed by {:.2}s)", faults.join(" "), self.heal_s);
         }

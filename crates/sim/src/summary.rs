@@ -1,6 +1,7 @@
 //! Turns a finished world into its report: percentiles, per-site and per-node figures, checks.
 
 use crate::report::{LatencySummary, NodeReport, SimReport, SiteSummary};
+use crate::report::FaultSummary;
 use crate::world::World;
 use hdrhistogram::Histogram;
 use ordo_core::{Protocol, Role};
@@ -81,7 +82,7 @@ pub(crate) fn report<P: Protocol>(world: &World<P>, assertion: Option<String>, w
                 dropped: stats.dropped.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
                 events: stats.events.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
                 crashes: t.crashes,
-                status: slot.node.as_ref().map_or_else(|| "down".to_string(), |n| n.status()),
+                status: slot.runner.node().map_or_else(|| "down".to_string(), |n| n.status()),
             }
         })
         .collect();
@@ -120,13 +121,15 @@ pub(crate) fn report<P: Protocol>(world: &World<P>, assertion: Option<String>, w
         linearizability_unknown,
         agreement: outcome.agreement_error.is_none(),
         agreement_error: outcome.agreement_error.clone(),
+        global_invariant_error: outcome.global_error.clone(),
+        observations: outcome.observations,
         progress: progress_error.is_none(),
         progress_error,
         assertion,
         events: outcome.events,
         wall_s,
         events_per_wall_s,
-        faults: outcome.fault_counts.clone(),
+        faults: FaultSummary { counts: outcome.fault_counts.clone(), crash_by_role: outcome.crash_by_role.clone() },
         heal_s: heal_ns as f64 / 1e9,
         network: outcome.network.clone(),
         nodes,

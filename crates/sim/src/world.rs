@@ -8,8 +8,8 @@ use crate::faults::{Fault, RandomPlanScope};
 use crate::workload::{GeneratedPart, Generator};
 use ordo_check::history::{EventKind, HistoryEvent, OpKind};
 use ordo_core::{
-    CommandResult, Effect, Node, NodeContext, NodeId, NodeSpec, NodeStats, Outbox, PersistMode, Protocol, Role,
-    Submission, Topology,
+    Action, ClockReading, CommandResult, Deadline, FailureBudget, GlobalChecker, NodeId, NodeRunner, NodeSpec, NodeStats, PersistMode,
+    Protocol, Role, RunnerSetup, Submission, Targets, TimerFiring, Topology,
 };
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -20,15 +20,16 @@ use std::sync::Arc;
 
 /// An input waiting for a node's CPU.
 pub(crate) enum Input<P: Protocol> {
-    Message { from: NodeId, message: P::Message, size: usize },
-    Timer(P::Timer),
+    /// `sequence`: the message's number on its link, in sending order.
+    Message { from: NodeId, message: P::Message, size: usize, sequence: u64 },
+    Timer { timer: P::Timer, generation: u64 },
     Submit(Submission),
 }
 
 /// Something that happens at a point of simulated time.
 enum Event<P: Protocol> {
     Arrive { to: NodeId, input: Input<P> },
-    TimerFire { node: NodeId, incarnation: u64, timer: P::Timer, generation: u64 },
+    TimerFire { node: NodeId, timer: P::Timer, generation: u64 },
     Wake { node: NodeId, incarnation: u64 },
     PersistDone { node: NodeId, incarnation: u64 },
     ClientNext { client: usize },
@@ -47,14 +48,6 @@ struct PendingWrite<P: Protocol> {
     done_ns: u64,
 }
 
-/// A send waiting for a durable write.
-struct HeldSend<P: Protocol> {
-    ticket: u64,
-    to: Vec<NodeId>,
-    message: P::Message,
-    size: usize,
-}
-
 /// Counters the driver keeps per node.
 #[derive(Default, Clone)]
 pub(crate) struct Traffic {
@@ -70,36 +63,35 @@ pub(crate) struct Traffic {
 
 /// A node and everything the driver keeps about it.
 pub(crate) struct NodeSlot<P: Protocol> {
-    pub node: Option<Box<dyn Node<P>>>,
+    /// The node and its effect contract (timers, held sends, tickets).
+    pub runner: NodeRunner<P>,
     pub spec: NodeSpec,
+    /// Boots so far, less one: a crash makes every scheduled event of the node stale.
     incarnation: u64,
     pub clock: SimClock,
-    /// Pending timers: generation, and the local reading to wait for (absolute timers).
-    timers: BTreeMap<P::Timer, (u64, Option<u64>)>,
-    timer_generation: u64,
     costed: bool,
     busy_until: u64,
     paused_until: u64,
     wake_pending: bool,
     inbox: VecDeque<Input<P>>,
+    /// The node's disk: what a restart reads back.
     durable: Vec<P::Durable>,
+    /// Writes issued and not yet durable, in ticket order.
     pending_writes: VecDeque<PendingWrite<P>>,
-    held: Vec<HeldSend<P>>,
-    next_ticket: u64,
-    durable_tickets: u64,
+    /// Writes of this incarnation that are durable.
+    durable_count: u64,
     pub traffic: Traffic,
-    /// Counters of earlier incarnations, so a crash does not erase them.
-    pub stats_before: NodeStats,
 }
 
 impl<P: Protocol> NodeSlot<P> {
     /// The node's counters over all its incarnations.
     pub fn total_stats(&self) -> NodeStats {
-        let mut total = self.stats_before.clone();
-        if let Some(node) = &self.node {
-            total.absorb(node.stats());
-        }
-        total
+        self.runner.total_stats()
+    }
+
+    /// True while the node runs.
+    pub fn is_up(&self) -> bool {
+        self.runner.is_up()
     }
 }
 
@@ -135,6 +127,17 @@ pub(crate) struct WorkloadClient {
     pub latencies_ns: Vec<u64>,
 }
 
+/// Per-link order: each link is FIFO unless a reorder fault delays a message on purpose.
+#[derive(Default)]
+struct LinkState {
+    /// Messages sent on the link so far.
+    sent: u64,
+    /// The latest arrival time scheduled on the link: a later message never arrives before it.
+    last_arrival_ns: u64,
+    /// The highest link sequence number delivered so far.
+    delivered: Option<u64>,
+}
+
 /// Network fault state, changed by fault events.
 #[derive(Default)]
 struct NetworkFaults {
@@ -151,6 +154,12 @@ pub(crate) struct Outcome {
     pub unknown: u64,
     pub events: u64,
     pub agreement_error: Option<String>,
+    /// Crashes that happened, by role.
+    pub crash_by_role: BTreeMap<String, u64>,
+    /// The first violation the protocol's global checker found.
+    pub global_error: Option<String>,
+    /// Observations the global checker accepted.
+    pub observations: u64,
     pub fault_counts: BTreeMap<String, u64>,
     pub network: crate::report::NetworkReport,
 }
@@ -176,7 +185,10 @@ pub(crate) struct World<P: Protocol> {
     /// Faults at this index and after were drawn from the seed.
     random_faults_from: usize,
     network_faults: NetworkFaults,
-    outbox: Outbox<P>,
+    /// Links by (from, to); a fixed hasher, and never iterated.
+    links: rustc_hash::FxHashMap<(NodeId, NodeId), LinkState>,
+    actions: Vec<Action<P>>,
+    checker: Option<Box<dyn GlobalChecker<P>>>,
     pub history: Vec<HistoryEvent>,
     next_process: u64,
     next_op: u64,
@@ -264,7 +276,9 @@ impl<P: Protocol> World<P> {
             faults: Vec::new(),
             random_faults_from: usize::MAX,
             network_faults: NetworkFaults::default(),
-            outbox: Outbox::new(0),
+            links: rustc_hash::FxHashMap::default(),
+            actions: Vec::new(),
+            checker: P::global_checker(),
             history: Vec::new(),
             next_process: config.clients as u64,
             next_op: 0,
@@ -274,6 +288,9 @@ impl<P: Protocol> World<P> {
                 unknown: 0,
                 events: 0,
                 agreement_error: None,
+                crash_by_role: BTreeMap::new(),
+                global_error: None,
+                observations: 0,
                 fault_counts: BTreeMap::new(),
                 network: Default::default(),
             },
@@ -281,35 +298,30 @@ impl<P: Protocol> World<P> {
         };
         world.create_nodes();
         world.plan_faults();
+        // The random plan may have drawn a write latency: later writes take it.
+        let at_once = world.config.persist_ns == 0;
+        world.nodes.iter_mut().for_each(|slot| slot.runner.set_durable_at_once(at_once));
         world.start_clients();
         Ok(world)
     }
 
-    fn node_context(&self, id: NodeId) -> NodeContext<P> {
-        NodeContext {
-            id,
+    fn create_nodes(&mut self) {
+        let setup = RunnerSetup {
             topology: self.topology.clone(),
             config: self.protocol_config.clone(),
-            seed: self
-                .config
-                .seed
-                .wrapping_mul(1_000_003)
-                .wrapping_add(u64::from(id.0) * 7919 + self.nodes.get(id.index()).map_or(0, |n| n.incarnation)),
+            run_seed: self.config.seed,
             new_state_machine,
-            incarnation: self.nodes.get(id.index()).map_or(0, |n| n.incarnation),
-        }
-    }
-
-    fn create_nodes(&mut self) {
+            check_invariants: self.config.check_invariants,
+        };
         for spec in self.topology.nodes.clone() {
             let costed = spec.role != Role::Client;
+            let mut runner = NodeRunner::new(spec.id, setup.clone());
+            runner.set_durable_at_once(self.config.persist_ns == 0);
             self.nodes.push(NodeSlot {
-                node: None,
+                runner,
                 clock: SimClock::new(&self.config.clock),
                 spec: spec.clone(),
                 incarnation: 0,
-                timers: BTreeMap::new(),
-                timer_generation: 0,
                 costed,
                 busy_until: 0,
                 paused_until: 0,
@@ -317,11 +329,8 @@ impl<P: Protocol> World<P> {
                 inbox: VecDeque::new(),
                 durable: Vec::new(),
                 pending_writes: VecDeque::new(),
-                held: Vec::new(),
-                next_ticket: 0,
-                durable_tickets: 0,
+                durable_count: 0,
                 traffic: Traffic::default(),
-                stats_before: NodeStats::default(),
             });
             if spec.role == Role::Client {
                 self.clients.push(WorkloadClient {
@@ -342,13 +351,10 @@ impl<P: Protocol> World<P> {
     }
 
     fn boot(&mut self, id: NodeId) {
-        let context = self.node_context(id);
-        let durable = self.nodes[id.index()].durable.clone();
-        let node = P::new_node(context, durable);
-        self.nodes[id.index()].node = Some(node);
-        self.nodes[id.index()].next_ticket = 0;
-        self.nodes[id.index()].durable_tickets = 0;
-        self.run_handler(id, None);
+        let slot = &mut self.nodes[id.index()];
+        slot.durable_count = 0;
+        let (incarnation, durable) = (slot.incarnation, slot.durable.clone());
+        self.run_step(id, 0, |runner, now, actions| runner.boot(now, incarnation, durable, actions));
     }
 
     fn plan_faults(&mut self) {
@@ -356,12 +362,14 @@ impl<P: Protocol> World<P> {
         if self.config.faults.random {
             let shards: Vec<Vec<u32>> = self.topology.shards.iter().map(|s| s.iter().map(|n| n.0).collect()).collect();
             let all_nodes: Vec<u32> = self.topology.nodes.iter().map(|n| n.id.0).collect();
+            let extra_roles = self.extra_role_budgets();
             let scope = RandomPlanScope {
                 shards: &shards,
                 all_nodes: &all_nodes,
                 f: self.config.f(),
                 crash_model: P::crash_model(),
                 duration_ns: self.config.duration_ns,
+                extra_roles: &extra_roles,
             };
             let mut rng = stream(self.config.seed, 4);
             self.random_faults_from = faults.len();
@@ -379,6 +387,26 @@ impl<P: Protocol> World<P> {
         for i in 1..checks {
             self.schedule(self.config.duration_ns * i / checks, Event::AgreementCheck);
         }
+    }
+
+    /// The nodes of each extra role a random plan may fail, with how many may be down at once.
+    fn extra_role_budgets(&self) -> Vec<(Vec<u32>, usize)> {
+        let mut roles: Vec<Role> = self.topology.nodes.iter().map(|n| n.role).collect();
+        roles.sort();
+        roles.dedup();
+        roles
+            .into_iter()
+            .filter(|role| !matches!(role, Role::Replica | Role::Client))
+            .map(|role| {
+                let nodes: Vec<u32> = self.topology.with_role(role).map(|n| n.0).collect();
+                let down_max = match P::failure_budget(role) {
+                    FailureBudget::Never => 0,
+                    FailureBudget::AtMost(count) => count.min(nodes.len()),
+                    FailureBudget::Any => nodes.len(),
+                };
+                (nodes, down_max)
+            })
+            .collect()
     }
 
     fn start_clients(&mut self) {
@@ -431,23 +459,11 @@ impl<P: Protocol> World<P> {
     fn handle(&mut self, event: Event<P>) {
         match event {
             Event::Arrive { to, input } => self.on_arrive(to, input),
-            Event::TimerFire { node, incarnation, timer, generation } => {
-                let slot = &mut self.nodes[node.index()];
-                let Some(&(pending, local_target)) = slot.timers.get(&timer) else { return };
-                if slot.incarnation != incarnation || pending != generation {
-                    return;
+            Event::TimerFire { node, timer, generation } => {
+                // Stale firings (moved, cancelled, crashed) are dropped here, before the CPU queue.
+                if self.nodes[node.index()].runner.is_timer_pending(&timer, generation) {
+                    self.on_arrive(node, Input::Timer { timer, generation });
                 }
-                // An absolute timer whose clock jumped back waits until the clock gets there again.
-                if let Some(local_ns) = local_target {
-                    let reading = slot.clock.read(self.now, &mut self.clock_rng);
-                    if reading.local_ns < local_ns {
-                        let at = slot.clock.true_time_of(local_ns, self.now).max(self.now + 1);
-                        self.schedule(at, Event::TimerFire { node, incarnation, timer, generation });
-                        return;
-                    }
-                }
-                slot.timers.remove(&timer);
-                self.on_arrive(node, Input::Timer(timer));
             }
             Event::Wake { node, incarnation } => self.on_wake(node, incarnation),
             Event::PersistDone { node, incarnation } => self.on_persist_done(node, incarnation),
@@ -463,10 +479,17 @@ impl<P: Protocol> World<P> {
     // ---- nodes and their CPU -------------------------------------------------------------
 
     fn on_arrive(&mut self, to: NodeId, input: Input<P>) {
+        if let Input::Message { from, sequence, .. } = &input {
+            let link = self.links.entry((*from, to)).or_default();
+            if link.delivered.is_some_and(|delivered| *sequence < delivered) {
+                self.outcome.network.delivered_out_of_order += 1;
+            }
+            link.delivered = link.delivered.max(Some(*sequence));
+        }
         let now = self.now;
         let queue_max = self.config.cpu.queue_max;
         let slot = &mut self.nodes[to.index()];
-        if slot.node.is_none() {
+        if !slot.is_up() {
             self.outcome.network.dropped_down += 1;
             return;
         }
@@ -519,40 +542,43 @@ impl<P: Protocol> World<P> {
                 cost += cpu.per_message_ns + (*size as f64 * cpu.per_byte_ns) as u64;
             }
         }
-        self.run_handler(id, Some((input, cost)));
+        let mut timer_not_yet = None;
+        self.run_step(id, cost, |runner, now, actions| match input {
+            Input::Message { from, message, .. } => runner.deliver(now, from, message, actions),
+            Input::Submit(submission) => runner.submit(now, submission, actions),
+            Input::Timer { timer, generation } => {
+                if let TimerFiring::NotYet(local_ns) = runner.fire_timer(now, timer.clone(), generation, actions) {
+                    timer_not_yet = Some((timer, generation, local_ns));
+                }
+            }
+        });
+        if let Some((timer, generation, local_ns)) = timer_not_yet {
+            // An absolute timer whose clock jumped back waits until the clock gets there again.
+            let at = self.nodes[id.index()].clock.true_time_of(local_ns, self.now).max(self.now + 1);
+            self.schedule(at, Event::TimerFire { node: id, timer, generation });
+        }
     }
 
-    /// Calls the node (its start handler when `input` is None) and carries out the effects.
-    fn run_handler(&mut self, id: NodeId, input: Option<(Input<P>, u64)>) {
+    /// Runs one step of the node's runner with its clock reading, performs the actions, and
+    /// keeps its CPU busy for `cost` plus what the actions cost.
+    fn run_step(
+        &mut self,
+        id: NodeId,
+        mut cost: u64,
+        step: impl FnOnce(&mut NodeRunner<P>, ClockReading, &mut Vec<Action<P>>),
+    ) {
         let now = self.now;
         let slot = &mut self.nodes[id.index()];
         let reading = slot.clock.read(now, &mut self.clock_rng);
-        let node = slot.node.as_mut().expect("handler runs on a live node");
-        self.outbox.set_next_ticket(slot.next_ticket);
-        let mut cost = 0;
-        match input {
-            None => node.on_start(reading, &mut self.outbox),
-            Some((input, input_cost)) => {
-                cost = input_cost;
-                match input {
-                    Input::Message { from, message, .. } => node.on_message(reading, from, message, &mut self.outbox),
-                    Input::Timer(timer) => node.on_timer(reading, timer, &mut self.outbox),
-                    Input::Submit(submission) => node.on_submit(reading, submission, &mut self.outbox),
-                }
-            }
+        let mut actions = std::mem::take(&mut self.actions);
+        step(&mut slot.runner, reading, &mut actions);
+        for action in actions.drain(..) {
+            cost = self.perform(id, action, cost);
         }
-        if self.config.check_invariants {
-            node.check_invariants();
-        }
-        slot.next_ticket = self.outbox.next_ticket();
-        let mut effects = std::mem::take(&mut self.outbox);
-        for effect in effects.drain() {
-            cost = self.apply_effect(id, effect, cost);
-        }
-        self.outbox = effects;
+        self.actions = actions;
         let slot = &mut self.nodes[id.index()];
         if slot.costed {
-            slot.busy_until = now + cost;
+            slot.busy_until = slot.busy_until.max(now) + cost;
             slot.traffic.busy_ns += cost;
             if !slot.inbox.is_empty() && !slot.wake_pending {
                 slot.wake_pending = true;
@@ -569,64 +595,50 @@ impl<P: Protocol> World<P> {
         self.config.cpu.per_message_ns + (size as f64 * self.config.cpu.per_byte_ns) as u64
     }
 
-    /// Carries out one effect; returns the CPU time used so far in this step.
-    fn apply_effect(&mut self, id: NodeId, effect: Effect<P>, mut cost: u64) -> u64 {
-        match effect {
-            Effect::Send { to, message, after } => {
+    /// Performs one action; returns the CPU time used so far in this step.
+    fn perform(&mut self, id: NodeId, action: Action<P>, mut cost: u64) -> u64 {
+        match action {
+            Action::Send { to, message } => {
                 let size = postcard::experimental::serialized_size(&message).expect("messages serialize");
-                cost += self.message_cost(id, size);
-                if let Some(ticket) = after.filter(|t| t.0 >= self.nodes[id.index()].durable_tickets) {
-                    self.nodes[id.index()].held.push(HeldSend { ticket: ticket.0, to: vec![to], message, size });
-                } else {
-                    self.transmit(id, to, message, size, self.now + cost);
-                }
+                cost += self.message_cost(id, size) * to.len() as u64;
+                self.transmit_all(id, &to, message, size, self.now + cost);
             }
-            Effect::Multicast { to, message, after } => {
-                let size = postcard::experimental::serialized_size(&message).expect("messages serialize");
-                let targets: Vec<NodeId> = to.iter().copied().filter(|&t| t != id).collect();
-                cost += self.message_cost(id, size) * targets.len() as u64;
-                if let Some(ticket) = after.filter(|t| t.0 >= self.nodes[id.index()].durable_tickets) {
-                    self.nodes[id.index()].held.push(HeldSend { ticket: ticket.0, to: targets, message, size });
-                } else {
-                    for target in targets {
-                        self.transmit(id, target, message.clone(), size, self.now + cost);
-                    }
-                }
+            Action::Complete { op, result } => self.on_complete(id, op, result),
+            Action::ArmTimer { timer, generation, deadline } => {
+                let slot = &self.nodes[id.index()];
+                let at = match deadline {
+                    Deadline::After(local_ns) => self.now + slot.clock.true_duration_ns(local_ns).max(1),
+                    Deadline::At(local_ns) => slot.clock.true_time_of(local_ns, self.now).max(self.now),
+                };
+                self.schedule(at, Event::TimerFire { node: id, timer, generation });
             }
-            Effect::Complete { op, result } => self.on_complete(id, op, result),
-            Effect::SetTimer { timer, after_ns } => {
-                let slot = &mut self.nodes[id.index()];
-                slot.timer_generation += 1;
-                let generation = slot.timer_generation;
-                slot.timers.insert(timer.clone(), (generation, None));
-                let at = self.now + slot.clock.true_duration_ns(after_ns).max(1);
-                let incarnation = slot.incarnation;
-                self.schedule(at, Event::TimerFire { node: id, incarnation, timer, generation });
-            }
-            Effect::SetTimerAt { timer, local_ns } => {
-                let slot = &mut self.nodes[id.index()];
-                slot.timer_generation += 1;
-                let generation = slot.timer_generation;
-                slot.timers.insert(timer.clone(), (generation, Some(local_ns)));
-                let at = slot.clock.true_time_of(local_ns, self.now).max(self.now);
-                let incarnation = slot.incarnation;
-                self.schedule(at, Event::TimerFire { node: id, incarnation, timer, generation });
-            }
-            Effect::CancelTimer { timer } => {
-                self.nodes[id.index()].timers.remove(&timer);
-            }
-            Effect::Persist { record, mode, ticket } => self.persist(id, record, mode, ticket.0, cost),
+            Action::Write { record, mode, ticket } => self.persist(id, record, mode, ticket.0, cost),
+            Action::Observe(observation) => self.observe(id, &observation),
         }
         cost
+    }
+
+    fn observe(&mut self, id: NodeId, observation: &P::Observation) {
+        let Some(checker) = self.checker.as_mut() else { return };
+        if self.outcome.global_error.is_some() {
+            return;
+        }
+        match checker.observe(id, observation) {
+            Ok(()) => self.outcome.observations += 1,
+            Err(violation) => {
+                self.outcome.global_error = Some(format!("at {:.6}s, {id}: {violation}", self.now as f64 / 1e9));
+            }
+        }
     }
 
     fn persist(&mut self, id: NodeId, record: P::Durable, mode: PersistMode, ticket: u64, cost: u64) {
         let persist_ns = self.config.persist_ns;
         let slot = &mut self.nodes[id.index()];
-        assert_eq!(ticket, slot.durable_tickets + slot.pending_writes.len() as u64, "tickets are issued in order");
-        if persist_ns == 0 && slot.pending_writes.is_empty() {
+        assert_eq!(ticket, slot.durable_count + slot.pending_writes.len() as u64, "tickets are issued in order");
+        if slot.pending_writes.is_empty() && slot.runner.writes_durable_count() > ticket {
+            // The runner took it as durable at once (no write latency).
             store(&mut slot.durable, record, mode);
-            slot.durable_tickets += 1;
+            slot.durable_count += 1;
             return;
         }
         let start = slot.pending_writes.back().map_or(self.now + cost, |w| w.done_ns.max(self.now + cost));
@@ -644,30 +656,39 @@ impl<P: Protocol> World<P> {
         }
         while slot.pending_writes.front().is_some_and(|w| w.done_ns <= now) {
             let write = slot.pending_writes.pop_front().expect("front exists");
-            debug_assert_eq!(write.ticket, slot.durable_tickets);
+            debug_assert_eq!(write.ticket, slot.durable_count);
             store(&mut slot.durable, write.record, write.mode);
-            slot.durable_tickets += 1;
+            slot.durable_count += 1;
         }
-        let durable = slot.durable_tickets;
-        let (ready, waiting): (Vec<_>, Vec<_>) =
-            std::mem::take(&mut slot.held).into_iter().partition(|h| h.ticket < durable);
-        slot.held = waiting;
-        for held in ready {
-            for target in held.to {
-                self.transmit(id, target, held.message.clone(), held.size, now);
-            }
-        }
+        // The node sends what waited, after whatever it is busy with.
+        let durable = slot.durable_count;
+        self.run_step(id, 0, |runner, now, actions| runner.writes_durable(now, durable, actions));
     }
 
     // ---- the network ---------------------------------------------------------------------
+
+    fn transmit_all(&mut self, from: NodeId, to: &Targets, message: P::Message, size: usize, depart_ns: u64) {
+        let count = to.len();
+        for (index, target) in to.iter().enumerate() {
+            if index + 1 == count {
+                self.transmit(from, target, message, size, depart_ns);
+                return;
+            }
+            self.transmit(from, target, message.clone(), size, depart_ns);
+        }
+    }
 
     fn transmit(&mut self, from: NodeId, to: NodeId, message: P::Message, size: usize, depart_ns: u64) {
         let sender = &mut self.nodes[from.index()].traffic;
         sender.messages_sent += 1;
         sender.bytes_sent += size as u64;
         self.outcome.network.sent += 1;
+        let link = self.links.entry((from, to)).or_default();
+        let sequence = link.sent;
+        link.sent += 1;
         if from == to {
-            self.schedule(depart_ns, Event::Arrive { to, input: Input::Message { from, message, size } });
+            let input = Input::Message { from, message, size, sequence };
+            self.schedule(depart_ns, Event::Arrive { to, input });
             return;
         }
         if self.network_faults.partitions.iter().any(|(_, side)| side[from.index()] != side[to.index()]) {
@@ -682,17 +703,18 @@ impl<P: Protocol> World<P> {
         let duplicate: f64 = self.network_faults.duplicate.iter().map(|(_, p)| *p).fold(0.0, f64::max);
         if duplicate > 0.0 && self.network_rng.random_bool(duplicate) {
             self.outcome.network.duplicated += 1;
-            let delay = self.delay_ns(from, to);
-            self.schedule(
-                depart_ns + delay,
-                Event::Arrive { to, input: Input::Message { from, message: message.clone(), size } },
-            );
+            let arrival = self.arrival_ns(from, to, depart_ns);
+            let input = Input::Message { from, message: message.clone(), size, sequence };
+            self.schedule(arrival, Event::Arrive { to, input });
         }
-        let delay = self.delay_ns(from, to);
-        self.schedule(depart_ns + delay, Event::Arrive { to, input: Input::Message { from, message, size } });
+        let arrival = self.arrival_ns(from, to, depart_ns);
+        self.schedule(arrival, Event::Arrive { to, input: Input::Message { from, message, size, sequence } });
     }
 
-    fn delay_ns(&mut self, from: NodeId, to: NodeId) -> u64 {
+    /// When a message leaving now arrives: the link's delay plus jitter, but never before an
+    /// earlier message of the same link (links are FIFO; equal times keep sending order, as the
+    /// event queue breaks ties by scheduling order), unless a reorder fault delays it on purpose.
+    fn arrival_ns(&mut self, from: NodeId, to: NodeId, depart_ns: u64) -> u64 {
         let (base, jitter) = if self.topology.same_machine(from, to) {
             (self.config.latency.machine_ns, 0)
         } else {
@@ -706,7 +728,15 @@ impl<P: Protocol> World<P> {
                 extra = extra.max(self.network_rng.random_range(0..delay_max_ns));
             }
         }
-        base + jitter + extra
+        let link = self.links.entry((from, to)).or_default();
+        let in_order = (depart_ns + base + jitter).max(link.last_arrival_ns);
+        if extra > 0 {
+            // Delayed past its successors: the one way a link reorders.
+            self.outcome.network.reordered += 1;
+            return in_order + extra;
+        }
+        link.last_arrival_ns = in_order;
+        in_order
     }
 
     // ---- faults --------------------------------------------------------------------------
@@ -715,7 +745,7 @@ impl<P: Protocol> World<P> {
         let node_count = self.nodes.len();
         match self.faults[index].clone() {
             Fault::Crash { node, restart_ns, .. } => {
-                if index >= self.random_faults_from && self.would_exceed_f(NodeId(node)) {
+                if index >= self.random_faults_from && self.would_exceed_budget(NodeId(node)) {
                     *self.outcome.fault_counts.entry("crash_skipped".to_string()).or_default() += 1;
                     return;
                 }
@@ -764,7 +794,7 @@ impl<P: Protocol> World<P> {
     fn heal_fault(&mut self, index: usize) {
         if let Fault::Crash { node, .. } = self.faults[index] {
             let id = NodeId(node);
-            if self.nodes.get(id.index()).is_some_and(|slot| slot.node.is_none()) {
+            if self.nodes.get(id.index()).is_some_and(|slot| !slot.is_up()) {
                 self.boot(id);
             }
             return;
@@ -776,29 +806,40 @@ impl<P: Protocol> World<P> {
         faults.reorder.retain(|(i, _, _)| *i != index);
     }
 
-    /// Whether crashing `id` now would leave more than f replicas of its shard crashed or still
-    /// recovering: a random plan respects the protocol's fault model, and for protocols that
-    /// rejoin from their peers a recovering replica counts as failed.
-    fn would_exceed_f(&self, id: NodeId) -> bool {
-        let Some(shard) = self.nodes.get(id.index()).and_then(|slot| slot.spec.shard) else { return false };
+    /// Whether crashing `id` now would leave more nodes of its role down than the protocol's
+    /// fault model allows: for replicas, more than f of its shard crashed or still recovering
+    /// (for protocols that rejoin from their peers a recovering replica counts as failed); for an
+    /// extra role, more than its failure budget.
+    fn would_exceed_budget(&self, id: NodeId) -> bool {
+        let Some(slot) = self.nodes.get(id.index()) else { return false };
+        let Some(shard) = slot.spec.shard else {
+            let role = slot.spec.role;
+            let down = self.nodes.iter().filter(|other| other.spec.role == role && !other.is_up()).count();
+            return match P::failure_budget(role) {
+                FailureBudget::Never => true,
+                FailureBudget::AtMost(count) => down >= count,
+                FailureBudget::Any => false,
+            };
+        };
         let failed = self.topology.shards[shard]
             .iter()
             .filter(|&&replica| replica != id)
-            .filter(|&&replica| self.nodes[replica.index()].node.as_ref().is_none_or(|node| node.is_recovering()))
+            .filter(|&&replica| self.nodes[replica.index()].runner.node().is_none_or(|node| node.is_recovering()))
             .count();
         failed >= self.config.f()
     }
 
     fn crash(&mut self, id: NodeId) {
         let Some(slot) = self.nodes.get_mut(id.index()) else { return };
-        let Some(node) = slot.node.take() else { return };
-        slot.stats_before.absorb(node.stats());
+        if !slot.runner.crash() {
+            return;
+        }
+        let role = format!("{:?}", slot.spec.role).to_lowercase();
+        *self.outcome.crash_by_role.entry(role).or_default() += 1;
         slot.traffic.crashes += 1;
         slot.incarnation += 1;
-        slot.timers.clear();
         slot.inbox.clear();
         slot.pending_writes.clear();
-        slot.held.clear();
         slot.wake_pending = false;
         slot.busy_until = 0;
         slot.paused_until = 0;
@@ -918,7 +959,7 @@ impl<P: Protocol> World<P> {
             .nodes
             .iter()
             .filter_map(|slot| {
-                let machine = slot.node.as_ref()?.state_machine()?;
+                let machine = slot.runner.node()?.state_machine()?;
                 Some((slot.spec.id, machine.key_digests()))
             })
             .collect();

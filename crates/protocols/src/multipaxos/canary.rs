@@ -8,12 +8,22 @@
 //!   write the client saw acknowledged.
 //! - `MultiPaxosLossyViewChange`: the new leader adopts the shortest log offered. An entry
 //!   committed by a majority that did not tell the new leader is dropped.
+//! - `MultiPaxosReusedOp`: the new leader keeps the chosen log only up to the highest commit
+//!   number offered and proposes new requests from there, reusing op numbers the old leader may
+//!   have committed (a majority acknowledged them; the leader crashed before its next `Commit`).
+//!   Two replicas then report different requests committed at one op: the global checker
+//!   (`checker.rs`) catches it at the step the second one commits, before any client reads.
+//!
+//! All share the real protocol's observations (the wrapper forwards them); only the reused-op
+//! canary runs the global checker, so that the other two stay negative controls of the
+//! end-of-run checks (linearizability, replica agreement).
 
+use super::checker::{LogAgreement, Observation};
 use super::client::Client;
 use super::replica::Replica;
 use super::{Config, Durable, Flaw, MultiPaxos, Timer, messages::Message};
 use crate::canary::{Retyped, real_context};
-use ordo_core::{Node, NodeContext, Protocol, Role};
+use ordo_core::{GlobalChecker, Node, NodeContext, Protocol, Role};
 
 /// Multi-Paxos whose leader replies before a quorum holds the request (broken on purpose).
 pub struct MultiPaxosEarlyReply;
@@ -21,9 +31,12 @@ pub struct MultiPaxosEarlyReply;
 /// Multi-Paxos whose view change adopts the shortest log (broken on purpose).
 pub struct MultiPaxosLossyViewChange;
 
+/// Multi-Paxos whose new leader proposes at op numbers that may be committed (broken on purpose).
+pub struct MultiPaxosReusedOp;
+
 fn new_flawed<P>(context: NodeContext<P>, durable: Vec<Durable>, flaw: Flaw) -> Box<dyn Node<P>>
 where
-    P: Protocol<Message = Message, Timer = Timer, Durable = Durable, Config = Config>,
+    P: Protocol<Message = Message, Timer = Timer, Durable = Durable, Config = Config, Observation = Observation>,
 {
     let role = context.role();
     let context = real_context::<MultiPaxos, P>(context);
@@ -41,6 +54,7 @@ impl Protocol for MultiPaxosEarlyReply {
     type Timer = Timer;
     type Durable = Durable;
     type Config = Config;
+    type Observation = Observation;
 
     fn validate_config(config: &Config) -> Result<(), String> {
         config.validate()
@@ -58,6 +72,7 @@ impl Protocol for MultiPaxosLossyViewChange {
     type Timer = Timer;
     type Durable = Durable;
     type Config = Config;
+    type Observation = Observation;
 
     fn validate_config(config: &Config) -> Result<(), String> {
         config.validate()
@@ -65,5 +80,27 @@ impl Protocol for MultiPaxosLossyViewChange {
 
     fn new_node(context: NodeContext<Self>, durable: Vec<Durable>) -> Box<dyn Node<Self>> {
         new_flawed(context, durable, Flaw::LossyViewChange)
+    }
+}
+
+impl Protocol for MultiPaxosReusedOp {
+    const NAME: &'static str = "multipaxos-canary-reused-op";
+    const SUMMARY: &'static str = "BROKEN on purpose: Multi-Paxos whose new leader reuses op numbers above the commit";
+    type Message = Message;
+    type Timer = Timer;
+    type Durable = Durable;
+    type Config = Config;
+    type Observation = Observation;
+
+    fn validate_config(config: &Config) -> Result<(), String> {
+        config.validate()
+    }
+
+    fn global_checker() -> Option<Box<dyn GlobalChecker<Self>>> {
+        Some(Box::new(LogAgreement::new()))
+    }
+
+    fn new_node(context: NodeContext<Self>, durable: Vec<Durable>) -> Box<dyn Node<Self>> {
+        new_flawed(context, durable, Flaw::ReusedOp)
     }
 }

@@ -52,6 +52,16 @@
 //!   contains every entry the leader of `v` started the view with, so a view change that picks
 //!   the largest (last normal view, op number) among a majority never loses a committed entry.
 //!
+//! # Global invariant (checked across replicas in simulation, `checker.rs`)
+//!
+//! | observation | reported by a replica when | the checker's rule (any replicas, any incarnations) |
+//! |---|---|---|
+//! | `Committed { op, id }` | its commit number passes an entry it holds | one request per op |
+//! | `Executed { op, id, digest }` | it applies a committed entry | one request and one outcome digest per op |
+//!
+//! The checker (`LogAgreement`) remembers the newest 2^19 ops; the real runtime drops
+//! observations, which carry ids and digests only.
+//!
 //! # Status line
 //!
 //! `view=3 normal leader op=120 commit=118 exec=118 base=0 log=120`: view, status, role, op
@@ -66,6 +76,7 @@
 //! own entries are durable, a backup's `PrepareOk` for op `k` also proves the leader's copy of `k`
 //! durable, so the leader counts its own vote together with the first backup's.
 
+pub mod checker;
 pub mod client;
 pub mod client_table;
 pub mod executor;
@@ -79,15 +90,17 @@ pub mod view_change;
 #[cfg(feature = "canary")]
 pub mod canary;
 #[cfg(feature = "canary")]
-pub use canary::{MultiPaxosEarlyReply, MultiPaxosLossyViewChange};
+pub use canary::{MultiPaxosEarlyReply, MultiPaxosLossyViewChange, MultiPaxosReusedOp};
 
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_checker;
+#[cfg(test)]
 mod tests_faults;
 
 use messages::{Entry, Snapshot};
-use ordo_core::{Node, NodeContext, Protocol, Role};
+use ordo_core::{GlobalChecker, Node, NodeContext, Protocol, Role};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
@@ -260,6 +273,9 @@ pub(crate) enum Flaw {
     EarlyReply,
     /// The new leader of a view adopts the shortest log offered instead of the longest.
     LossyViewChange,
+    /// The new leader of a view keeps the chosen log only up to the highest commit number
+    /// offered, and so proposes new requests at op numbers that may already be committed.
+    ReusedOp,
 }
 
 impl Protocol for MultiPaxos {
@@ -269,6 +285,7 @@ impl Protocol for MultiPaxos {
     type Timer = Timer;
     type Durable = Durable;
     type Config = Config;
+    type Observation = checker::Observation;
 
     /// 100 ms: under `redis-benchmark -c 50 -P 16` on a 2-core host, 10 ms made about 55 view
     /// changes in 13 s.
@@ -282,6 +299,10 @@ impl Protocol for MultiPaxos {
 
     fn validate_config(config: &Config) -> Result<(), String> {
         config.validate()
+    }
+
+    fn global_checker() -> Option<Box<dyn GlobalChecker<Self>>> {
+        Some(Box::new(checker::LogAgreement::new()))
     }
 
     fn new_node(context: NodeContext<Self>, durable: Vec<Durable>) -> Box<dyn Node<Self>> {

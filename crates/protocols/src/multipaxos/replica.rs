@@ -2,6 +2,7 @@
 //! `Commit`), execution with checkpoints, timers and invariants. View changes live in
 //! `view_change.rs`, state transfer in `state_transfer.rs`, restart in `recovery.rs`.
 
+use super::checker::{Observation, execution_digest};
 use super::client_table::Lookup;
 use super::executor::{Executor, Outcome};
 use super::log::Log;
@@ -506,7 +507,7 @@ impl Replica {
         }
         assert!(quorum_op <= self.log.op_number(), "acknowledged ops are in the log");
         self.stats.slow_path_commits += quorum_op - self.commit_number;
-        self.commit_number = quorum_op;
+        self.commit_through(quorum_op, out);
         while self.leader.in_flight.front().is_some_and(|&op| op <= quorum_op) {
             self.leader.in_flight.pop_front();
         }
@@ -609,9 +610,7 @@ impl Replica {
     pub(super) fn advance_backup_commit(&mut self, out: &mut Outbox<MultiPaxos>) {
         assert!(!self.is_leader(), "backups follow the leader's commit number");
         let target = self.backup.leader_commit.min(self.log.op_number());
-        if target > self.commit_number {
-            self.commit_number = target;
-        }
+        self.commit_through(target, out);
         self.execute_committed(out);
         let leader_ahead = self.backup.leader_commit > self.log.op_number();
         let in_gap = self.executor.executed() < self.log.base();
@@ -621,7 +620,24 @@ impl Replica {
         }
     }
 
-    // ---- execution -------------------------------------------------------------------------
+    // ---- commit and execution --------------------------------------------------------------
+
+    /// Raises the commit number to `commit_number` (a lower one changes nothing) and reports each
+    /// entry it newly covers in our log to the global checker: this is where a replica learns
+    /// that an entry is committed. Entries below our log base are not held, hence not reported
+    /// (a snapshot or a leader's log vouches for them).
+    pub(super) fn commit_through(&mut self, commit_number: u64, out: &mut Outbox<MultiPaxos>) {
+        if commit_number <= self.commit_number {
+            return;
+        }
+        assert!(commit_number <= self.log.op_number(), "only ops in the log commit");
+        let from = self.commit_number.max(self.log.base());
+        for (op, entry) in self.log.iter_after(from).take_while(|&(op, _)| op <= commit_number) {
+            out.observe(Observation::Committed { op, id: entry.id });
+        }
+        self.commit_number = commit_number;
+        assert!(self.log.base() <= self.commit_number, "the log base stays committed");
+    }
 
     /// Executes committed entries in op order, as far as the log holds them.
     pub(super) fn execute_committed(&mut self, out: &mut Outbox<MultiPaxos>) {
@@ -642,16 +658,19 @@ impl Replica {
     /// Executes one committed entry; a normal leader replies to its client.
     pub(super) fn execute_entry(&mut self, op: u64, entry: &Entry, out: &mut Outbox<MultiPaxos>) {
         assert!(op <= self.commit_number, "only committed entries execute");
-        let result = match self.executor.execute(op, entry) {
+        let (result, digest) = match self.executor.execute(op, entry) {
             Outcome::Applied(result) => {
                 self.stats.executed += 1;
-                Some(result)
+                let digest = execution_digest(true, Some(&result));
+                (Some(result), digest)
             }
             Outcome::Duplicate(cached) => {
                 self.stats.count("duplicate_in_log");
-                cached
+                let digest = execution_digest(false, cached.as_ref());
+                (cached, digest)
             }
         };
+        out.observe(Observation::Executed { op, id: entry.id, digest });
         if self.status == Status::Normal && self.is_leader() {
             if self.leader.proposed.get(&entry.id.client) == Some(&entry.id.number) {
                 self.leader.proposed.remove(&entry.id.client);

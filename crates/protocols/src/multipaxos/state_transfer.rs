@@ -304,7 +304,7 @@ impl Replica {
             self.last_normal_view = self.view;
         }
         self.status = Status::Normal;
-        self.commit_number = self.commit_number.max(self.log.base()).max(responder_commit.min(self.log.op_number()));
+        self.commit_through(self.log.base().max(responder_commit.min(self.log.op_number())), out);
         self.backup.leader_commit = responder_commit;
         self.backup.heard_from_leader = true;
         self.transfer.requesting = false;
@@ -394,7 +394,7 @@ impl Replica {
         } else if snapshot.op > self.log.base() {
             self.log.truncate_prefix(snapshot.op);
         }
-        self.commit_number = self.commit_number.max(snapshot.op);
+        self.commit_through(snapshot.op, out);
         self.snapshot = Some(snapshot.clone());
         self.last_checkpoint = snapshot.op;
         self.persist_checkpoint(out);

@@ -48,6 +48,17 @@ fn log_suffix_is_consistent(log_base: u64, op_number: u64, commit_number: u64, e
     length == entries.len() as u64 && log_base <= commit_number && commit_number <= op_number
 }
 
+/// The reused-op canary's flaw: it takes the entries above the highest commit number offered
+/// for uncommitted and drops them, so the new leader proposes at their op numbers again. Wrong:
+/// the old leader may have committed them (a majority acknowledged) without telling anyone.
+fn drop_entries_above(offer: &mut DoViewChange, max_commit: u64) {
+    let Some(keep) = max_commit.checked_sub(offer.log_base) else {
+        return;
+    };
+    offer.entries.truncate(usize::try_from(keep).unwrap_or(usize::MAX));
+    assert!(offer.log_base + offer.entries.len() as u64 <= offer.op_number, "only a suffix is dropped");
+}
+
 impl Replica {
     /// Moves to `view` in view-change status: persists the view (the promise), then announces it.
     pub(super) fn start_view_change(&mut self, view: u64, out: &mut Outbox<MultiPaxos>) {
@@ -184,7 +195,7 @@ impl Replica {
         let offers = self.view_change.do_view_change.iter();
         let chosen = match self.flaw {
             Flaw::LossyViewChange => offers.min_by_key(|(id, offer)| (offer.op_number, **id)),
-            Flaw::None | Flaw::EarlyReply => {
+            Flaw::None | Flaw::EarlyReply | Flaw::ReusedOp => {
                 offers.max_by_key(|(id, offer)| (offer.last_normal_view, offer.op_number, **id))
             }
         };
@@ -196,15 +207,18 @@ impl Replica {
         let chosen_from = self.choose_log();
         let mut offers = std::mem::take(&mut self.view_change.do_view_change);
         let max_commit = offers.values().map(|offer| offer.commit_number).max().expect("a quorum of offers");
-        let chosen = offers.remove(&chosen_from).expect("the chosen offer is among the offers");
+        let mut chosen = offers.remove(&chosen_from).expect("the chosen offer is among the offers");
         if self.flaw != Flaw::LossyViewChange {
             assert!(chosen.op_number >= max_commit, "the chosen log holds every committed entry");
             assert!(chosen.op_number >= self.commit_number, "the chosen log holds our committed entries");
         }
+        if self.flaw == Flaw::ReusedOp {
+            drop_entries_above(&mut chosen, max_commit);
+        }
         self.adopt_log(chosen.log_base, chosen.entries, out);
         self.last_normal_view = self.view;
         self.status = Status::Normal;
-        self.commit_number = self.commit_number.max(max_commit.min(self.log.op_number()));
+        self.commit_through(max_commit.min(self.log.op_number()), out);
         self.backup.leader_commit = self.commit_number;
         out.cancel_timer(Timer::ViewChange);
         self.start_leading();
@@ -292,7 +306,7 @@ impl Replica {
         self.status = Status::Normal;
         self.backup.leader_commit = message.commit_number;
         self.backup.heard_from_leader = true;
-        self.commit_number = self.commit_number.max(message.commit_number.min(self.log.op_number()));
+        self.commit_through(message.commit_number.min(self.log.op_number()), out);
         self.send_prepare_ok(out);
         self.arm_view_change_timer(out);
         self.execute_committed(out);

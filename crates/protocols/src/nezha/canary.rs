@@ -4,8 +4,13 @@
 //! simple majority) instead of the super quorum f + ⌈f/2⌉ + 1 (§5.2's counter-example). After a
 //! leader crash the view change needs ⌈f/2⌉ + 1 votes among f + 1 logs, which a request on only
 //! f + 1 replicas may not get, so a write a client saw committed can vanish.
+//!
+//! Its replicas are the real ones and report the real observations, but it runs no global
+//! checker: the flaw is in the senders' commit decision, and a write it loses was never under a
+//! replica's commit point (f + 1 sync-points would have kept it), so the position checker has
+//! nothing to see; the canary stays a negative control of the end-of-run checks.
 
-use super::{Config, Durable, Flaw, Nezha, Timer, messages::Message, new_node_with};
+use super::{Config, Durable, Flaw, Nezha, Timer, checker::Observation, messages::Message, new_node_with};
 use crate::canary::{Retyped, real_context};
 use ordo_core::{Node, NodeContext, Protocol, Role};
 
@@ -19,6 +24,7 @@ impl Protocol for NezhaMajorityFastQuorum {
     type Timer = Timer;
     type Durable = Durable;
     type Config = Config;
+    type Observation = Observation;
 
     fn extra_roles(replicas_per_shard: usize, config: &Config) -> Vec<Role> {
         Nezha::extra_roles(replicas_per_shard, config)

@@ -49,12 +49,25 @@
 //!   super quorum with the same hash, or under f + 1 sync-points; any f + 1 logs of the latest
 //!   normal view therefore keep it at the same place.
 //!
+//! # Global invariant (checked across replicas in simulation, `checker.rs`)
+//!
+//! | observation | reported by a replica when | the checker's rule (any replicas, views, incarnations) |
+//! |---|---|---|
+//! | `Committed { position, id }` | its commit point passes a synced position (or it adopts a log) | one request per position |
+//!
+//! Positions are absolute (checkpoints keep the numbering), so the rule holds across view
+//! changes, state transfers and rejoins. A synced position is not reported before the commit
+//! point covers it: a view change may rebuild positions synced only at a minority. The checker
+//! (`PositionAgreement`) remembers the newest 2^19 positions; the real runtime drops
+//! observations, which carry ids only.
+//!
 //! # Status line
 //!
 //! `view=2 normal leader log=1200 sync=1200 commit=1198 exec=1200 base=1024 unsynced=0 early=3 late=0 bound=56000`
 //!
 //! See docs/protocols/nezha.md for the choices made where the paper is silent.
 
+pub mod checker;
 pub mod client;
 pub mod dom;
 pub mod hashes;
@@ -76,8 +89,10 @@ pub use canary::NezhaMajorityFastQuorum;
 mod tests;
 #[cfg(test)]
 mod tests_ablations;
+#[cfg(test)]
+mod tests_checker;
 
-use ordo_core::{Node, NodeContext, Protocol, Role};
+use ordo_core::{FailureBudget, GlobalChecker, Node, NodeContext, Protocol, Role};
 use serde::{Deserialize, Serialize};
 
 /// Nezha.
@@ -282,9 +297,19 @@ impl Protocol for Nezha {
     type Timer = Timer;
     type Durable = Durable;
     type Config = Config;
+    type Observation = checker::Observation;
 
     fn extra_roles(_replicas_per_shard: usize, config: &Config) -> Vec<Role> {
         vec![Role::Proxy; config.proxies]
+    }
+
+    /// Proxies are stateless (§3): any number may crash at once; clients retry through others
+    /// or wait for a restart.
+    fn failure_budget(role: Role) -> FailureBudget {
+        match role {
+            Role::Proxy => FailureBudget::Any,
+            _ => FailureBudget::Never,
+        }
     }
 
     fn has_fast_path() -> bool {
@@ -303,6 +328,10 @@ impl Protocol for Nezha {
 
     fn validate_config(config: &Config) -> Result<(), String> {
         config.validate()
+    }
+
+    fn global_checker() -> Option<Box<dyn GlobalChecker<Self>>> {
+        Some(Box::new(checker::PositionAgreement::new()))
     }
 
     fn new_node(context: NodeContext<Self>, durable: Vec<Durable>) -> Box<dyn Node<Self>> {

@@ -187,7 +187,7 @@ impl Replica {
         // Within our view, what we fast-replied for beyond the transferred log still counts.
         let same_view = self.status == Status::Normal && view == self.view;
         let unsynced = if same_view { std::mem::take(&mut self.unsynced) } else { Default::default() };
-        self.adopt(view, commit, image.checkpoint.clone(), image.synced.clone());
+        self.adopt(view, commit, image.checkpoint.clone(), image.synced.clone(), out);
         self.keep_unsynced(now, unsynced, &image.synced);
         if rejoining {
             self.stats.count("rejoin");

@@ -2,6 +2,7 @@
 //! leader's append and execution (paper §4, §5.2–§5.4, §5.6). Sync handling is in `sync.rs`,
 //! view change in `view_change.rs`, rejoin and state transfer in `recovery.rs`.
 
+use super::checker::Observation;
 use super::dom::{EarlyBuffer, EstimatorOptions, OwdEstimator};
 use super::hashes::{ConflictTable, Footprint, WriteHashes};
 use super::leader_quorum::LeaderQuorums;
@@ -594,7 +595,29 @@ impl Replica {
         self.flush_commits(now, out);
     }
 
-    // ----- execution and checkpoints ------------------------------------------------------
+    // ----- commit point, execution and checkpoints ----------------------------------------
+
+    /// Raises the commit point to `commit` (a lower one changes nothing) and reports each synced
+    /// position it newly covers to the global checker (`checker.rs`): this is where a position
+    /// becomes final at a replica.
+    pub(super) fn commit_through(&mut self, commit: u64, out: &mut Outbox<Nezha>) {
+        if commit <= self.commit {
+            return;
+        }
+        assert!(commit <= self.sync_point(), "only synced positions commit");
+        self.report_committed(self.commit, commit, out);
+        self.commit = commit;
+    }
+
+    /// Reports the synced positions held in memory after `after` up to `through` as committed.
+    /// Positions folded into the checkpoint are not held, hence not reported.
+    pub(super) fn report_committed(&self, after: u64, through: u64, out: &mut Outbox<Nezha>) {
+        assert!(through <= self.sync_point(), "only synced positions are reported");
+        for position in after.max(self.checkpoint.position) + 1..=through {
+            let slot = self.slot(position).expect("synced positions above the checkpoint are in memory");
+            out.observe(Observation::Committed { position, id: slot.entry.id });
+        }
+    }
 
     /// Applies synced positions up to `position`; returns the last one's result.
     pub(super) fn execute_through(&mut self, position: u64) -> Option<CommandResult> {

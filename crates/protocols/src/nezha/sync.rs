@@ -279,7 +279,7 @@ impl Replica {
         let (newly, to_reply, missing_body) = self.advance_sync_point();
         let missing = missing_body || self.sync_point() < announced_end;
         self.after_sync(now, &newly);
-        self.commit = self.commit.max(commit.min(self.sync_point()));
+        self.commit_through(commit.min(self.sync_point()), out);
         let executable = self.commit.min(self.sync_point());
         self.execute_through(executable);
         self.maybe_checkpoint();
@@ -450,7 +450,7 @@ impl Replica {
         self.acked[self.rank] = self.sync_point();
         let mut points = self.acked.clone();
         points.sort_unstable_by(|a, b| b.cmp(a));
-        self.commit = self.commit.max(points[self.f]);
+        self.commit_through(points[self.f], out);
         if missing {
             self.resend_to(sender, out);
         }

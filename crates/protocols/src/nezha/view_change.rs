@@ -210,7 +210,7 @@ impl Replica {
         let (checkpoint, log) = merge(&inputs, self.f);
         let commit = self.votes.values().map(|vote| vote.commit).max().unwrap_or(0);
         self.stats.count("view_started");
-        self.adopt(self.view, commit, checkpoint, log);
+        self.adopt(self.view, commit, checkpoint, log, out);
         let message =
             Message::StartView { view: self.view, cv: self.cv.clone(), commit: self.commit, image: self.image() };
         self.send_all(out, message);
@@ -241,7 +241,7 @@ impl Replica {
         if !self.check_crash_vector(sender, &cv) {
             return Err("stray start view (sender rejoined since)");
         }
-        self.adopt(view, commit, image.checkpoint.clone(), image.synced.clone());
+        self.adopt(view, commit, image.checkpoint.clone(), image.synced.clone(), out);
         self.send_to(
             out,
             from,
@@ -254,8 +254,16 @@ impl Replica {
     /// Takes a log of `view` as ours, all synced, and becomes normal in it. Our state machine
     /// stays if what it executed is a committed prefix of the new log; otherwise (a former
     /// leader that executed ahead of the commit point, or a replica behind the new checkpoint)
-    /// it restarts from the new log's checkpoint.
-    pub(super) fn adopt(&mut self, view: u64, commit: u64, checkpoint: Arc<Checkpoint>, log: Vec<Entry>) {
+    /// it restarts from the new log's checkpoint. Every position under the new commit point is
+    /// reported to the global checker again (the log is new, the facts must be the same).
+    pub(super) fn adopt(
+        &mut self,
+        view: u64,
+        commit: u64,
+        checkpoint: Arc<Checkpoint>,
+        log: Vec<Entry>,
+        out: &mut Outbox<Nezha>,
+    ) {
         assert!(view >= self.view || self.status == Status::Recovering, "a replica never goes back a view");
         let end = checkpoint.position + log.len() as u64;
         self.leader_quorums.clear();
@@ -297,6 +305,7 @@ impl Replica {
         self.last_normal_view = view;
         self.status = Status::Normal;
         self.commit = commit;
+        self.report_committed(self.checkpoint.position, commit, out);
         self.acked = vec![0; self.replicas.len()];
         self.acked[self.rank] = end;
         self.acked_last_tick = vec![0; self.replicas.len()];

@@ -25,7 +25,7 @@ pub struct TempoLowRecoveryBallot;
 
 pub(crate) fn new_flawed<P>(context: NodeContext<P>, durable: &[()], flaw: Flaw) -> Box<dyn Node<P>>
 where
-    P: Protocol<Message = Message, Timer = Timer, Durable = (), Config = Config>,
+    P: Protocol<Message = Message, Timer = Timer, Durable = (), Config = Config, Observation = ()>,
 {
     let role = context.role();
     let context = real_context::<Tempo, P>(context);
@@ -43,6 +43,7 @@ impl Protocol for TempoMinorityStability {
     type Timer = Timer;
     type Durable = ();
     type Config = Config;
+    type Observation = ();
 
     fn has_fast_path() -> bool {
         true
@@ -72,6 +73,7 @@ impl Protocol for TempoLowRecoveryBallot {
     type Timer = Timer;
     type Durable = ();
     type Config = Config;
+    type Observation = ();
 
     fn has_fast_path() -> bool {
         true

@@ -212,9 +212,6 @@ pub enum Message {
         /// you sent one already (yours may have been lost).
         waiting: bool,
     },
-    /// Replica → itself, sent once its boot marker is durable: from now on its sends need not
-    /// wait for the marker (see `replica::Life`).
-    Booted,
     /// Coordinator → client: the shard's part of the command executed with this result.
     Reply {
         /// The command id.

@@ -33,7 +33,6 @@
 //! | `Bump` | fast-quorum member → nearby replica of other shards | faster stability |
 //! | `Stable` | replica → replicas of the other accessed shards | real-time order across shards |
 //! | `Reply` | coordinator → client | the shard's result |
-//! | `Booted` | replica → itself | its boot marker is durable (a restarted replica retires) |
 //!
 //! # Invariants (checked by `check_invariants`)
 //!
@@ -209,6 +208,7 @@ impl Protocol for Tempo {
     type Timer = Timer;
     type Durable = ();
     type Config = Config;
+    type Observation = ();
 
     fn has_fast_path() -> bool {
         true

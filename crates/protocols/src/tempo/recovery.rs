@@ -80,7 +80,7 @@ impl Replica {
             let next = self.now_ns + timeout + self.rng.random_range(0..=timeout);
             self.watch.insert(dot, next);
             let Some(instance) = self.instances.get(&dot) else {
-                out.multicast(&self.peers, Message::Help { dot, payload: None });
+                out.multicast_durable(&self.peers, Message::Help { dot, payload: None });
                 continue;
             };
             match instance.phase {
@@ -96,7 +96,7 @@ impl Replica {
                 }
                 Phase::Start => {
                     self.stats.count("help");
-                    out.multicast(&self.peers, Message::Help { dot, payload: None });
+                    out.multicast_durable(&self.peers, Message::Help { dot, payload: None });
                 }
                 _ if instance.shard_ts.contains_key(&self.shard) => {
                     let payload = instance.payload.clone().expect("pending has a payload");
@@ -107,7 +107,7 @@ impl Replica {
                         .flat_map(|&s| self.topology.replicas_of(s as usize).iter().copied())
                         .collect();
                     self.stats.count("help");
-                    out.multicast(&missing, Message::Help { dot, payload: Some(payload) });
+                    out.multicast_durable(&missing, Message::Help { dot, payload: Some(payload) });
                 }
                 _ => self.recover(dot, out),
             }
@@ -129,7 +129,7 @@ impl Replica {
         instance.rec_acks.clear();
         let payload = instance.payload.clone().expect("pending has a payload");
         self.stats.count("recovery");
-        out.multicast(&self.peers, Message::Rec { dot, ballot, payload: payload.clone() });
+        out.multicast_durable(&self.peers, Message::Rec { dot, ballot, payload: payload.clone() });
         if let Err(reason) = self.on_rec(self.id, dot, ballot, payload, out) {
             self.stats.drop_input(reason);
         }
@@ -197,7 +197,7 @@ impl Replica {
             return self.on_rec_ack(self.id, dot, t, phase, abal, ballot, out);
         }
         self.postpone_recovery(dot);
-        out.send(from, Message::RecAck { dot, t, phase, abal, ballot });
+        out.send_durable(from, Message::RecAck { dot, t, phase, abal, ballot });
         Ok(())
     }
 
@@ -266,7 +266,7 @@ impl Replica {
         }
         match &instance.payload {
             Some(payload) if self.rank_of(from).is_some() => {
-                out.send(from, Message::Payload { dot, payload: payload.clone() });
+                out.send_durable(from, Message::Payload { dot, payload: payload.clone() });
                 Ok(())
             }
             _ => Err("help we cannot give yet"),

@@ -8,7 +8,7 @@ use super::messages::{Dot, Message, Payload, PromiseRange};
 use super::promises::{KeyClocks, PromiseTable};
 use super::{Config, FastQuorumChoice, Flaw, Tempo, Timer};
 use ordo_core::{
-    ClockReading, Command, Destinations, Effect, Key, Node, NodeContext, NodeId, NodeStats, Outbox, PersistMode,
+    ClockReading, Command, Destinations, Key, Node, NodeContext, NodeId, NodeStats, Outbox, PersistMode,
     PersistTicket, StateMachine, Topology,
 };
 use rand::{RngExt, SeedableRng};
@@ -147,9 +147,9 @@ impl Boot {
 pub(crate) enum Life {
     /// First boot, before `on_start`.
     Starting,
-    /// First boot, the marker written but perhaps not durable: every send waits for it, so
-    /// that a crash before it is durable leaves no trace of this incarnation. Ends when the
-    /// `Booted` message we sent ourselves after the marker comes back.
+    /// First boot, the marker written but perhaps not durable: every send waits for it (all of
+    /// a replica's sends are durable sends), so that a crash before it is durable leaves no trace
+    /// of this incarnation. Ends when the driver says the marker is durable (`on_durable`).
     Booting(PersistTicket),
     /// Taking part in the protocol.
     Running,
@@ -227,16 +227,12 @@ impl Replica {
         }
     }
 
-    /// Runs one input's handler as our life allows: at once when running; while booting, with
-    /// every send held back until the boot marker is durable; not at all once retired.
+    /// Runs one input's handler as our life allows: at once when running or booting (a booting
+    /// replica's sends wait for its boot marker, as every send of a replica is a durable send);
+    /// not at all once retired.
     fn step(&mut self, out: &mut Outbox<Tempo>, handle: impl FnOnce(&mut Self, &mut Outbox<Tempo>)) {
         match self.life {
-            Life::Running => handle(self, out),
-            Life::Booting(marker) => {
-                let mut scratch = Outbox::new(out.next_ticket());
-                handle(self, &mut scratch);
-                hold_sends(marker, &mut scratch, out);
-            }
+            Life::Running | Life::Booting(_) => handle(self, out),
             Life::Retired => self.stats.drop_input("restarted replica stays down (crash-stop)"),
             Life::Starting => panic!("an input before on_start"),
         }
@@ -419,8 +415,8 @@ impl Replica {
         let fast_quorum = payload.quorum(self.shard);
         let quorum: Destinations = fast_quorum[1..].iter().copied().collect();
         let others: Destinations = self.peers.iter().copied().filter(|n| !fast_quorum.contains(n)).collect();
-        out.multicast(&quorum, Message::Propose { dot, payload: payload.clone(), t });
-        out.multicast(&others, Message::Payload { dot, payload: payload.clone() });
+        out.multicast_durable(&quorum, Message::Propose { dot, payload: payload.clone(), t });
+        out.multicast_durable(&others, Message::Payload { dot, payload: payload.clone() });
         self.stats.count("submit");
         // Self-addressed messages are delivered at once (paper §3.1).
         self.on_propose(self.id, dot, payload, t, out)
@@ -470,7 +466,7 @@ impl Replica {
         if from == self.id {
             self.on_propose_ack(self.id, dot, proposal, promises, out)?;
         } else {
-            out.send(from, Message::ProposeAck { dot, t: proposal, promises });
+            out.send_durable(from, Message::ProposeAck { dot, t: proposal, promises });
         }
         self.try_commit(dot, out);
         Ok(())
@@ -532,7 +528,7 @@ impl Replica {
         let instance = self.instances.get_mut(&dot).expect("known");
         instance.consensus_ballot = ballot;
         instance.consensus_acks.clear();
-        out.multicast(&self.peers, Message::Consensus { dot, t, ballot });
+        out.multicast_durable(&self.peers, Message::Consensus { dot, t, ballot });
         if let Err(reason) = self.on_consensus(self.id, dot, t, ballot, out) {
             self.stats.drop_input(reason);
         }
@@ -553,7 +549,7 @@ impl Replica {
             })
             .collect();
         let message = Message::Commit { dot, shard: self.shard, t, promises: promises.clone(), payload: None };
-        out.multicast(&to, message);
+        out.multicast_durable(&to, message);
         self.on_commit(dot, self.shard, t, promises, None, out);
     }
 
@@ -592,7 +588,7 @@ impl Replica {
         if from == self.id {
             self.on_consensus_ack(self.id, dot, ballot, out)
         } else {
-            out.send(from, Message::ConsensusAck { dot, ballot });
+            out.send_durable(from, Message::ConsensusAck { dot, ballot });
             Ok(())
         }
     }
@@ -628,7 +624,7 @@ impl Replica {
         let payload = self.instances.get(&dot).and_then(|i| i.payload.clone());
         // The payload is our shard's: only a replica of our shard may adopt it.
         let payload = payload.filter(|_| self.rank_of(to).is_some());
-        out.send(to, Message::Commit { dot, shard: self.shard, t, promises: Vec::new(), payload });
+        out.send_durable(to, Message::Commit { dot, shard: self.shard, t, promises: Vec::new(), payload });
     }
 
     /// `MCommit` (lines 22–25, 56–59): learn a shard's timestamp; commit once every accessed
@@ -722,7 +718,7 @@ impl Replica {
             let count = ((end - from) as usize).min(batch);
             let ranges: Vec<PromiseRange> = self.log.ranges.range(start..start + count).cloned().collect();
             let message = Message::Promises { from_seq: from, ranges, ack: self.log.expected[rank] };
-            out.send(self.peers[rank], message);
+            out.send_durable(self.peers[rank], message);
         }
         // Forget what every peer holds; beyond the limit, forget anyway (only a crashed peer
         // lags that far).
@@ -817,7 +813,7 @@ impl Replica {
         if payload.coordinator(self.shard) == self.id
             && let Some(result) = result
         {
-            out.send(payload.client, Message::Reply { dot, shard: self.shard, result });
+            out.send_durable(payload.client, Message::Reply { dot, shard: self.shard, result });
         }
     }
 }
@@ -831,7 +827,6 @@ impl Node<Tempo> for Replica {
         }
         assert_eq!(self.life, Life::Starting, "a replica starts once");
         let marker = out.persist((), PersistMode::Append);
-        out.send_after(marker, self.id, Message::Booted);
         self.life = Life::Booting(marker);
         for heard in &mut self.last_heard {
             *heard = now.local_ns;
@@ -842,17 +837,19 @@ impl Node<Tempo> for Replica {
     }
 
     fn on_message(&mut self, now: ClockReading, from: NodeId, message: Message, out: &mut Outbox<Tempo>) {
-        if matches!(message, Message::Booted) {
-            if let Err(reason) = self.on_booted(from) {
-                self.stats.drop_input(reason);
-            }
-            return;
-        }
         self.step(out, |replica, out| replica.handle_message(now, from, message, out));
     }
 
     fn on_timer(&mut self, now: ClockReading, timer: Timer, out: &mut Outbox<Tempo>) {
         self.step(out, |replica, out| replica.handle_timer(now, timer, out));
+    }
+
+    /// The boot marker is durable: this incarnation may now leave traces, so it runs.
+    fn on_durable(&mut self, _now: ClockReading, through: PersistTicket, _out: &mut Outbox<Tempo>) {
+        if let Life::Booting(marker) = self.life {
+            assert!(through >= marker, "the marker is this incarnation's only write");
+            self.life = Life::Running;
+        }
     }
 
     fn check_invariants(&self) {
@@ -914,39 +911,7 @@ impl Node<Tempo> for Replica {
     }
 }
 
-/// Moves a handler's effects to `out`, each send held until the write `marker` is durable.
-fn hold_sends(marker: PersistTicket, scratch: &mut Outbox<Tempo>, out: &mut Outbox<Tempo>) {
-    for effect in scratch.drain() {
-        match effect {
-            Effect::Send { to, message, after } => {
-                assert!(after.is_none(), "a handler's sends wait for no write of their own");
-                out.send_after(marker, to, message);
-            }
-            Effect::Multicast { to, message, after } => {
-                assert!(after.is_none(), "a handler's sends wait for no write of their own");
-                out.multicast_after(marker, &to, message);
-            }
-            Effect::SetTimer { timer, after_ns } => out.set_timer(timer, after_ns),
-            Effect::SetTimerAt { timer, local_ns } => out.set_timer_at(timer, local_ns),
-            Effect::CancelTimer { timer } => out.cancel_timer(timer),
-            Effect::Complete { .. } => panic!("a replica completes no client operation"),
-            Effect::Persist { .. } => panic!("a replica writes nothing but its boot marker, in on_start"),
-        }
-    }
-}
-
 impl Replica {
-    /// `Booted`, which we sent ourselves after writing the boot marker: the marker is durable,
-    /// so our sends need no longer wait for it.
-    fn on_booted(&mut self, from: NodeId) -> Result<(), &'static str> {
-        if from != self.id {
-            return Err("boot message from another node");
-        }
-        let Life::Booting(_) = self.life else { return Err("boot message while not booting") };
-        self.life = Life::Running;
-        Ok(())
-    }
-
     /// One message, while running or booting.
     fn handle_message(&mut self, now: ClockReading, from: NodeId, message: Message, out: &mut Outbox<Tempo>) {
         self.now_ns = now.local_ns;
@@ -975,7 +940,6 @@ impl Replica {
             Message::Bump { dot, t } => self.on_bump(dot, t),
             Message::Stable { dot, shard, waiting } => self.on_stable(from, dot, shard, waiting, out),
             Message::Reply { .. } => Err("reply sent to a replica"),
-            Message::Booted => unreachable!("handled in on_message"),
         };
         if let Err(reason) = handled {
             self.stats.drop_input(reason);

@@ -14,7 +14,7 @@ impl Replica {
         for &shard in payload.shards.iter().filter(|&&s| s != self.shard) {
             let replicas = self.topology.replicas_of(shard as usize);
             let nearest = self.topology.closest(self.id, replicas, 1);
-            out.send(nearest[0], Message::Bump { dot, t });
+            out.send_durable(nearest[0], Message::Bump { dot, t });
         }
     }
 
@@ -54,7 +54,7 @@ impl Replica {
             .filter(|&&s| s != self.shard)
             .flat_map(|&s| self.topology.replicas_of(s as usize).iter().copied())
             .collect();
-        out.multicast(&to, Message::Stable { dot, shard: self.shard, waiting });
+        out.multicast_durable(&to, Message::Stable { dot, shard: self.shard, waiting });
         let deadline = self.now_ns + self.config.recovery_timeout_ns;
         self.watch.insert(dot, deadline);
     }
@@ -75,7 +75,7 @@ impl Replica {
         let own = self.shard;
         let Some(instance) = self.instance(dot) else { return Err("instance table full") };
         if waiting && instance.stable_sent {
-            out.send(from, Message::Stable { dot, shard: own, waiting: false });
+            out.send_durable(from, Message::Stable { dot, shard: own, waiting: false });
         }
         if instance.phase == Phase::Execute {
             return Err("stable for an executed command");

@@ -1,27 +1,28 @@
-//! Scenario tests of Tempo (specs/tempo.md §11). A small network of our own drives the nodes
-//! (the shared testkit has one shard and f = (r − 1)/2; these scenarios need r = 5 with f = 1 and
-//! several shards): messages are delivered first in, first out, or in a random order with loss
-//! and duplication; tests hold, drop and crash. More scenarios use this network in
-//! `tests_scenarios.rs` and `tests_recovery.rs`.
+//! Scenario tests of Tempo (specs/tempo.md §11), on the testkit's [`Cluster`] (the one effect
+//! interpreter drives the nodes: held sends, timers and persists as in the simulator). The
+//! [`Scenario`] below gives it the shape these scenarios need (r = 5 with f = 1, several shards,
+//! replicas and clients at sites), the recording state machine, and the Tempo readings and
+//! inputs they share: messages are delivered first in, first out, or in a random order with loss
+//! and duplication; tests hold, drop and crash. More scenarios use it in `tests_scenarios.rs` and
+//! `tests_recovery.rs`.
 
-use super::client::Client;
 use super::messages::{Dot, Message, RecPhase};
 use super::recovery::{choose_timestamp, recovery_ballot, recovery_ballot_floor};
-use super::replica::{Boot, Phase, Replica};
-use super::{Config, Flaw, Tempo, Timer};
+use super::replica::{Phase, Replica};
+use super::{Config, Tempo, Timer};
+use crate::testkit::{Cluster, Envelope};
 use ordo_core::kv::SnapshotError;
 use ordo_core::{
-    ClientId, Command, CommandResult, Destinations, Effect, KeyDigest, KvStore, Node, NodeContext, NodeId, NodeSpec,
-    Outbox, RequestId, Role, StateMachine, Submission, Topology,
+    ClientId, Command, CommandResult, Destinations, KeyDigest, KvStore, NodeId, NodeSpec, RequestId, Role,
+    StateMachine, Topology,
 };
 use rand::RngExt;
 use rand_chacha::ChaCha8Rng;
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::sync::Arc;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// `shards` shards of `r` replicas (replica i of each shard at site i, site i and j `|i − j|` ms
 /// apart, so closeness follows rank), then one client at each of `client_sites`.
-fn topology(shards: usize, r: usize, f: usize, client_sites: &[usize]) -> Topology {
+pub(super) fn topology(shards: usize, r: usize, f: usize, client_sites: &[usize]) -> Topology {
     let mut nodes = Vec::new();
     let mut members = Vec::new();
     for shard in 0..shards {
@@ -87,152 +88,101 @@ fn recorder() -> Box<dyn StateMachine> {
 }
 
 /// How `deliver_all_shuffled` mistreats messages: each delivery takes a message at random from
-/// the queue (reordering), then drops it with probability `loss` or, with probability
-/// `duplicate`, delivers it and puts a copy back to be delivered again later.
+/// the network (reordering), then drops it with probability `loss` or, with probability
+/// `duplicate`, delivers it and puts a copy at the end of the network to be delivered again later.
 #[derive(Clone, Copy, Debug, Default)]
 pub(super) struct Chaos {
     pub(super) loss: f64,
     pub(super) duplicate: f64,
 }
 
-/// The network of a scenario.
-pub(super) struct Net {
-    pub(super) topology: Arc<Topology>,
-    pub(super) replicas: BTreeMap<NodeId, Replica>,
-    pub(super) clients: BTreeMap<NodeId, Client>,
-    pub(super) queue: VecDeque<(NodeId, NodeId, Message)>,
-    /// Every message ever sent: (from, to, message).
-    pub(super) sent: Vec<(NodeId, NodeId, Message)>,
-    /// Messages set aside by `deliver_all_holding`, until `release`.
-    pub(super) held: Vec<(NodeId, NodeId, Message)>,
-    pub(super) down: BTreeSet<NodeId>,
-    pub(super) now_ns: u64,
-    pub(super) completions: Vec<(u64, CommandResult)>,
-    next_op: u64,
-    flaw: Flaw,
-    /// What each replica wrote to its durable storage (it survives `restart`).
-    pub(super) durable: BTreeMap<NodeId, Vec<()>>,
+/// Most deliveries one call of a `deliver_*` method makes before it decides messages keep
+/// flowing without end.
+const DELIVERIES_MAX: usize = 1_000_000;
+
+/// A Tempo scenario: a [`Cluster<Tempo>`] of [`topology`]'s shape with the [`Recorder`] state
+/// machine, a log of every message sent, and the Tempo-specific readings and inputs the
+/// scenarios share. It interprets no effect and keeps no message of its own: every delivery,
+/// drop and duplicate goes through the cluster. What `deliver_all_holding` sets aside stays in
+/// the cluster's network, marked by id here, and every delivery of this struct skips it until
+/// `release` puts it back at the end of the network.
+pub(super) struct Scenario {
+    /// The cluster, for what this struct does not wrap (isolation, a node's counters...).
+    pub(super) cluster: Cluster<Tempo>,
+    /// Ids of the messages set aside by `deliver_all_holding`, until `release`.
+    held: BTreeSet<u64>,
+    /// What each crashed replica had committed when it last crashed (dot → timestamp): a crashed
+    /// node cannot be read, and what it committed still counts for P1.
+    committed_at_crash: BTreeMap<NodeId, BTreeMap<Dot, u64>>,
 }
 
-/// This network has no storage: a replica's boot marker is durable at once, so the `Booted`
-/// message it sends itself is handed back before anything else happens.
-/// Returns the records the replica wrote.
-fn boot_at_once(replica: &mut Replica, now: ordo_core::ClockReading, out: &mut Outbox<Tempo>) -> Vec<()> {
-    let id = replica.id;
-    let mut written = Vec::new();
-    let effects: Vec<Effect<Tempo>> = out.drain().collect();
-    for effect in effects {
-        match effect {
-            Effect::Send { to, message: Message::Booted, .. } => {
-                assert_eq!(to, id, "a replica sends Booted to itself");
-                replica.on_message(now, id, Message::Booted, out);
-            }
-            Effect::Persist { record, .. } => written.push(record),
-            Effect::SetTimer { timer, after_ns } => out.set_timer(timer, after_ns),
-            other => panic!("a replica only persists, sets timers and boots when it starts: {other:?}"),
-        }
-    }
-    written
-}
-
-impl Net {
+impl Scenario {
     /// `shards` shards of `r` replicas and `clients` clients at site 0.
-    pub(super) fn new(shards: usize, r: usize, f: usize, clients: usize, flaw: Flaw) -> Net {
-        Net::with_clients_at(shards, r, f, &vec![0; clients], flaw)
+    pub(super) fn new(shards: usize, r: usize, f: usize, clients: usize) -> Scenario {
+        Scenario::with_clients_at(shards, r, f, &vec![0; clients])
     }
 
-    /// `shards` shards of `r` replicas and one client at each of `client_sites`.
-    pub(super) fn with_clients_at(shards: usize, r: usize, f: usize, client_sites: &[usize], flaw: Flaw) -> Net {
-        let topology = Arc::new(topology(shards, r, f, client_sites));
-        let mut net = Net {
-            topology: topology.clone(),
-            replicas: BTreeMap::new(),
-            clients: BTreeMap::new(),
-            queue: VecDeque::new(),
-            sent: Vec::new(),
-            held: Vec::new(),
-            down: BTreeSet::new(),
-            now_ns: 0,
-            completions: Vec::new(),
-            next_op: 0,
-            flaw,
-            durable: BTreeMap::new(),
-        };
-        for spec in &topology.nodes {
-            if spec.role == Role::Client {
-                let mut out = Outbox::default();
-                let mut client = Client::new(net.context(spec.id, 0));
-                client.on_start(ordo_core::ClockReading::exact(0), &mut out);
-                net.clients.insert(spec.id, client);
-                net.absorb(spec.id, &mut out);
-            } else {
-                net.boot(spec.id, 0);
-            }
+    /// `shards` shards of `r` replicas and one client at each of `client_sites`, all started in
+    /// id order (replicas first).
+    pub(super) fn with_clients_at(shards: usize, r: usize, f: usize, client_sites: &[usize]) -> Scenario {
+        let topology = topology(shards, r, f, client_sites);
+        let nodes = topology.nodes.len();
+        let mut cluster = Cluster::stopped_with_topology(topology, Config::default(), 1);
+        cluster.set_state_machine(recorder);
+        cluster.keep_sent_log();
+        for index in 0..nodes {
+            cluster.start(NodeId(u32::try_from(index).expect("node ids fit in u32")));
         }
-        net
+        Scenario { cluster, held: BTreeSet::new(), committed_at_crash: BTreeMap::new() }
     }
 
-    pub(super) fn context(&self, id: NodeId, incarnation: u64) -> NodeContext<Tempo> {
-        NodeContext::<Tempo> {
-            id,
-            topology: self.topology.clone(),
-            config: Config::default(),
-            seed: u64::from(id.0) + 1 + incarnation * 7919,
-            new_state_machine: recorder,
-            incarnation,
-        }
+    // ---- who is who ----------------------------------------------------------------------
+
+    /// Rank `rank` of shard 0.
+    pub(super) fn replica(&self, rank: usize) -> NodeId {
+        self.cluster.replica(rank)
     }
 
-    /// Starts a replica process from what its storage holds (as `Tempo::new_node` does).
-    fn boot(&mut self, id: NodeId, incarnation: u64) {
-        let stored = self.durable.get(&id).cloned().unwrap_or_default();
-        let mut replica = Replica::new(self.context(id, incarnation), self.flaw, Boot::from_durable(&stored));
-        let now = self.now();
-        let mut out = Outbox::default();
-        replica.on_start(now, &mut out);
-        let written = boot_at_once(&mut replica, now, &mut out);
-        self.durable.entry(id).or_default().extend(written);
-        self.replicas.insert(id, replica);
-        self.absorb(id, &mut out);
+    /// The replicas of `shard`, by rank.
+    pub(super) fn shard(&self, shard: usize) -> Vec<NodeId> {
+        self.cluster.topology().shards[shard].to_vec()
     }
 
-    /// A crashed replica's process starts again: its memory is gone, its storage is not.
-    pub(super) fn restart(&mut self, id: NodeId) {
-        assert!(self.down.remove(&id), "only a crashed replica restarts");
-        self.boot(id, 1);
+    /// How many shards.
+    pub(super) fn shards(&self) -> usize {
+        self.cluster.topology().shards.len()
     }
 
-    fn absorb(&mut self, from: NodeId, out: &mut Outbox<Tempo>) {
-        for effect in out.drain() {
-            match effect {
-                Effect::Send { to, message, .. } => {
-                    self.sent.push((from, to, message.clone()));
-                    self.queue.push_back((from, to, message));
-                }
-                Effect::Multicast { to, message, .. } => {
-                    for &node in to.iter().filter(|&&n| n != from) {
-                        self.sent.push((from, node, message.clone()));
-                        self.queue.push_back((from, node, message.clone()));
-                    }
-                }
-                Effect::Complete { op, result } => self.completions.push((op, result)),
-                _ => {}
-            }
-        }
+    /// Every replica of every shard, in id order.
+    pub(super) fn all_replicas(&self) -> Vec<NodeId> {
+        self.cluster.topology().with_role(Role::Replica).collect()
     }
 
-    fn now(&self) -> ordo_core::ClockReading {
-        ordo_core::ClockReading::exact(self.now_ns)
+    /// The first client.
+    pub(super) fn client(&self) -> NodeId {
+        self.cluster.client(0)
     }
 
+    /// Every client, in id order.
+    pub(super) fn clients(&self) -> Vec<NodeId> {
+        self.cluster.clients()
+    }
+
+    /// The running replica `node`. Panics if it is down.
+    pub(super) fn state(&self, node: NodeId) -> &Replica {
+        self.cluster.node_as::<Replica>(node)
+    }
+
+    /// The true time.
+    pub(super) fn now_ns(&self) -> u64 {
+        self.cluster.now_ns()
+    }
+
+    // ---- inputs --------------------------------------------------------------------------
+
+    /// `client` submits `command`; returns the submission's number.
     pub(super) fn submit(&mut self, client: NodeId, command: Command) -> u64 {
-        let op = self.next_op;
-        self.next_op += 1;
-        let mut out = Outbox::default();
-        let now = self.now();
-        self.clients.get_mut(&client).unwrap().on_submit(now, Submission { op, command }, &mut out);
-        self.absorb(client, &mut out);
-        op
+        self.cluster.submit(client, command)
     }
 
     /// Sends a single-shard `MSubmit` as `client` would, to `coordinator`, without the client's
@@ -244,153 +194,174 @@ impl Net {
         dot
     }
 
-    /// Puts a message on the wire as if `from` had sent it.
+    /// Puts a message in the network as if `from` had sent it.
     pub(super) fn inject(&mut self, from: NodeId, to: NodeId, message: Message) {
-        self.sent.push((from, to, message.clone()));
-        self.queue.push_back((from, to, message));
+        self.cluster.inject(from, to, message);
     }
 
-    /// Hands one message to its receiver (nothing happens if either end is down).
-    fn deliver(&mut self, from: NodeId, to: NodeId, message: Message) {
-        if self.down.contains(&to) || self.down.contains(&from) {
-            return;
+    /// Crashes `node` (it loses its memory and the messages addressed to it), noting what it had
+    /// committed if it is a replica.
+    pub(super) fn crash(&mut self, node: NodeId) {
+        if let Some(replica) = self.cluster.node(node).as_any().downcast_ref::<Replica>() {
+            let committed = replica.instances.iter().filter(|(_, i)| i.phase.committed()).map(|(&d, i)| (d, i.ts));
+            self.committed_at_crash.insert(node, committed.collect());
         }
-        let now = self.now();
-        let mut out = Outbox::default();
-        if let Some(replica) = self.replicas.get_mut(&to) {
-            replica.on_message(now, from, message, &mut out);
-            replica.check_invariants();
-        } else if let Some(client) = self.clients.get_mut(&to) {
-            client.on_message(now, from, message, &mut out);
-            client.check_invariants();
-        }
-        self.absorb(to, &mut out);
+        self.cluster.crash(node);
     }
 
-    /// Delivers the oldest message; false when none is left.
+    /// A crashed replica's process starts again: its memory is gone, its storage is not.
+    pub(super) fn restart(&mut self, node: NodeId) {
+        self.cluster.restart(node);
+    }
+
+    // ---- delivery ------------------------------------------------------------------------
+
+    /// Every message ever put in the network, in that order.
+    pub(super) fn sent(&self) -> &[Envelope<Tempo>] {
+        self.cluster.sent_log()
+    }
+
+    /// The oldest message in the network that is not held.
+    pub(super) fn next_message(&self) -> Option<&Envelope<Tempo>> {
+        self.cluster.pending().find(|envelope| !self.held.contains(&envelope.id))
+    }
+
+    /// How many held messages are still in the network (a crash drops those to the crashed node).
+    pub(super) fn held_count(&self) -> usize {
+        self.cluster.pending().filter(|envelope| self.held.contains(&envelope.id)).count()
+    }
+
+    /// Delivers the oldest message not held; false when none is left.
     pub(super) fn step(&mut self) -> bool {
-        let Some((from, to, message)) = self.queue.pop_front() else { return false };
-        self.deliver(from, to, message);
+        let Some(id) = self.next_message().map(|envelope| envelope.id) else { return false };
+        assert!(self.cluster.deliver(id), "message {id} is in the network");
         true
     }
 
+    /// Delivers every message but the held ones, including those they cause, oldest first.
     pub(super) fn deliver_all(&mut self) {
-        let mut steps = 0;
-        while self.step() {
-            steps += 1;
-            assert!(steps < 1_000_000, "messages keep flowing");
-        }
+        let held = &self.held;
+        self.cluster.deliver_all_where(|envelope| !held.contains(&envelope.id));
     }
 
-    /// Delivers, dropping the messages `drop` selects.
+    /// Removes the messages in the network that are not held.
+    pub(super) fn drop_pending(&mut self) {
+        let held = &self.held;
+        self.cluster.drop_where(|envelope| !held.contains(&envelope.id));
+    }
+
+    /// Delivers, dropping the messages `drop` selects as their turn comes.
     pub(super) fn deliver_all_dropping(&mut self, drop: impl Fn(NodeId, NodeId, &Message) -> bool) {
-        let mut steps = 0;
-        while let Some((from, to, message)) = self.queue.front() {
-            if drop(*from, *to, message) {
-                self.queue.pop_front();
-                continue;
+        for _ in 0..DELIVERIES_MAX {
+            let Some(envelope) = self.next_message() else { return };
+            let (id, dropped) = (envelope.id, drop(envelope.from, envelope.to, &envelope.message));
+            if dropped {
+                self.cluster.drop_where(|envelope| envelope.id == id);
+            } else {
+                self.cluster.deliver(id);
             }
-            self.step();
-            steps += 1;
-            assert!(steps < 1_000_000, "messages keep flowing");
         }
+        panic!("messages keep flowing");
     }
 
-    /// Delivers, setting aside (in `held`) the messages `hold` selects.
+    /// Delivers, setting aside (held) the messages `hold` selects as their turn comes.
     pub(super) fn deliver_all_holding(&mut self, hold: impl Fn(NodeId, NodeId, &Message) -> bool) {
-        let mut steps = 0;
-        while let Some((from, to, message)) = self.queue.pop_front() {
-            if hold(from, to, &message) {
-                self.held.push((from, to, message));
-                continue;
-            }
-            self.deliver(from, to, message);
-            steps += 1;
-            assert!(steps < 1_000_000, "messages keep flowing");
-        }
+        self.deliver_until(hold, |scenario| scenario.next_message().is_none());
     }
 
-    /// As `deliver_all_holding`, but stops as soon as `done` holds (checked after each delivery).
+    /// As `deliver_all_holding`, but stops as soon as `done` holds (checked before each
+    /// delivery). Panics if the network drains first.
     pub(super) fn deliver_until(
         &mut self,
         hold: impl Fn(NodeId, NodeId, &Message) -> bool,
-        done: impl Fn(&Net) -> bool,
+        done: impl Fn(&Scenario) -> bool,
     ) {
-        while !done(self) {
-            let (from, to, message) = self.queue.pop_front().expect("the network drained before `done`");
-            if hold(from, to, &message) {
-                self.held.push((from, to, message));
+        for _ in 0..DELIVERIES_MAX {
+            if done(self) {
+                return;
+            }
+            let envelope = self.next_message().expect("the network drained before `done`");
+            let id = envelope.id;
+            if hold(envelope.from, envelope.to, &envelope.message) {
+                self.held.insert(id);
             } else {
-                self.deliver(from, to, message);
+                self.cluster.deliver(id);
             }
         }
+        panic!("messages keep flowing");
     }
 
-    /// Puts the held messages `pick` selects back on the wire, in the order they were held.
+    /// Puts the held messages `pick` selects back at the end of the network, in the order they
+    /// were held (each moves: a copy goes to the end, the original leaves).
     pub(super) fn release(&mut self, pick: impl Fn(NodeId, NodeId, &Message) -> bool) {
-        let (released, kept): (Vec<_>, Vec<_>) =
-            std::mem::take(&mut self.held).into_iter().partition(|(from, to, m)| pick(*from, *to, m));
-        self.held = kept;
-        self.queue.extend(released);
+        let held: Vec<(u64, bool)> = self
+            .cluster
+            .pending()
+            .filter(|envelope| self.held.contains(&envelope.id))
+            .map(|envelope| (envelope.id, pick(envelope.from, envelope.to, &envelope.message)))
+            .collect();
+        self.held = held.iter().filter(|(_, picked)| !picked).map(|&(id, _)| id).collect();
+        for (id, _) in held.into_iter().filter(|(_, picked)| *picked) {
+            self.cluster.duplicate(id).expect("a held message is in the network");
+            assert_eq!(self.cluster.drop_where(|envelope| envelope.id == id), 1, "the original leaves");
+        }
     }
 
-    /// Delivers a message taken at random from the queue, as `chaos` says; false when none is
-    /// left.
+    /// Delivers a message taken at random from those not held, as `chaos` says; false when none
+    /// is left.
     pub(super) fn step_shuffled(&mut self, rng: &mut ChaCha8Rng, chaos: Chaos) -> bool {
-        if self.queue.is_empty() {
+        let held = &self.held;
+        let count = if held.is_empty() {
+            self.cluster.pending_count()
+        } else {
+            self.cluster.pending().filter(|e| !held.contains(&e.id)).count()
+        };
+        if count == 0 {
             return false;
         }
-        let index = rng.random_range(0..self.queue.len());
-        let (from, to, message) = self.queue.swap_remove_back(index).expect("index in range");
+        let index = rng.random_range(0..count);
+        let id = self.cluster.pending().filter(|e| !held.contains(&e.id)).nth(index).expect("index in range").id;
         if chaos.loss > 0.0 && rng.random_bool(chaos.loss) {
+            self.cluster.drop_where(|envelope| envelope.id == id);
             return true;
         }
         if chaos.duplicate > 0.0 && rng.random_bool(chaos.duplicate) {
-            self.queue.push_back((from, to, message.clone()));
+            self.cluster.duplicate(id);
         }
-        self.deliver(from, to, message);
+        self.cluster.deliver(id);
         true
     }
 
-    /// Delivers everything in a random order, as `chaos` says.
+    /// Delivers everything but the held messages in a random order, as `chaos` says.
     pub(super) fn deliver_all_shuffled(&mut self, rng: &mut ChaCha8Rng, chaos: Chaos) {
-        let mut steps = 0;
-        while self.step_shuffled(rng, chaos) {
-            steps += 1;
-            assert!(steps < 1_000_000, "messages keep flowing");
+        for _ in 0..DELIVERIES_MAX {
+            if !self.step_shuffled(rng, chaos) {
+                return;
+            }
         }
+        panic!("messages keep flowing");
     }
 
-    /// Fires `timer` at every live replica (the messages it sends stay queued).
+    // ---- time ----------------------------------------------------------------------------
+
+    /// Fires `timer` now at every live replica that has it armed, whatever its deadline (the
+    /// messages it sends stay in the network).
     pub(super) fn fire(&mut self, timer: Timer) {
-        let now = self.now();
-        let ids: Vec<NodeId> = self.replicas.keys().copied().filter(|n| !self.down.contains(n)).collect();
-        for id in ids {
-            let mut out = Outbox::default();
-            self.replicas.get_mut(&id).unwrap().on_timer(now, timer.clone(), &mut out);
-            self.absorb(id, &mut out);
-        }
-    }
-
-    /// One millisecond passes: every live replica's periodic timers fire (and every client's
-    /// retry timer at each multiple of 50 ms); the network is not drained.
-    pub(super) fn tick_ms(&mut self) {
-        self.now_ns += 1_000_000;
-        self.fire(Timer::Promises);
-        self.fire(Timer::Tick);
-        if self.now_ns.is_multiple_of(50_000_000) {
-            let now = self.now();
-            let ids: Vec<NodeId> = self.clients.keys().copied().collect();
-            for id in ids {
-                let mut out = Outbox::default();
-                self.clients.get_mut(&id).unwrap().on_timer(now, Timer::ClientRetry, &mut out);
-                self.absorb(id, &mut out);
+        for node in self.all_replicas() {
+            if self.cluster.is_up(node) {
+                self.cluster.fire_timer(node, &timer);
             }
         }
     }
 
-    /// Lets `ms` pass in 1 ms rounds: every live node's periodic timers fire, then the network
-    /// drains.
+    /// One millisecond passes: every timer due fires (a replica's promise and tick timers come
+    /// every millisecond; a client's retry timer after its time-out); the network is not drained.
+    pub(super) fn tick_ms(&mut self) {
+        self.cluster.advance(1_000_000);
+    }
+
+    /// Lets `ms` pass in 1 ms rounds: the timers due fire, then the network drains (but for the
+    /// held messages).
     pub(super) fn run_ms(&mut self, ms: u64) {
         for _ in 0..ms {
             self.tick_ms();
@@ -406,6 +377,8 @@ impl Net {
         }
     }
 
+    // ---- replica state -------------------------------------------------------------------
+
     /// Moves a replica's clock on `key` to `clock` as if it had proposed there before,
     /// publishing the promises so that its peers learn them.
     pub(super) fn set_clock(&mut self, rank: usize, key: &str, clock: u64) {
@@ -414,63 +387,94 @@ impl Net {
 
     /// `set_clock` for any replica of any shard.
     pub(super) fn set_clock_of(&mut self, node: NodeId, key: &str, clock: u64) {
-        let replica = self.replicas.get_mut(&node).unwrap();
+        let replica = self.cluster.node_as_mut::<Replica>(node);
         let mut fresh = std::mem::take(&mut replica.fresh);
         replica.clocks.bump(&[ordo_core::Key::from(key.to_string())], clock, &mut fresh);
         replica.fresh = fresh;
         replica.publish_fresh();
     }
 
-    /// `recover(id)` called at `node` now (as its failure detector would).
+    /// `recover(id)` called at `node` now, as its failure detector would: the command's
+    /// recovery deadline is moved to now and the node's tick timer fires (the messages it sends
+    /// stay in the network). The command must be pending there, its shard's timestamp unknown.
     pub(super) fn recover(&mut self, node: NodeId, dot: Dot) {
-        let mut out = Outbox::default();
-        let replica = self.replicas.get_mut(&node).unwrap();
-        replica.recover(dot, &mut out);
-        replica.check_invariants();
-        self.absorb(node, &mut out);
+        let replica = self.cluster.node_as_mut::<Replica>(node);
+        let instance = replica.instances.get(&dot).expect("known");
+        assert!(instance.phase.pending(), "{node}: only a pending command is recovered");
+        assert!(!instance.shard_ts.contains_key(&replica.shard), "{node}: its shard's timestamp is unknown");
+        replica.watch.insert(dot, 0);
+        let recoveries = self.events(node, "recovery");
+        assert!(self.cluster.fire_timer(node, &Timer::Tick), "{node}: the tick timer is armed");
+        assert_eq!(self.events(node, "recovery"), recoveries + 1, "{node} recovered {dot:?} and nothing else");
     }
 
-    /// Rank `rank` of shard 0.
-    pub(super) fn replica(&self, rank: usize) -> NodeId {
-        self.topology.shards[0][rank]
-    }
-
-    pub(super) fn client(&self) -> NodeId {
-        *self.clients.keys().next().unwrap()
-    }
-
+    /// How many commands `node` executed.
     pub(super) fn executed(&self, node: NodeId) -> u64 {
-        self.replicas[&node].stats.executed
+        self.state(node).stats.executed
     }
 
     /// The requests `node`'s state machine applied, in order.
     pub(super) fn applied(&self, node: NodeId) -> Vec<RequestId> {
-        applied_requests(&self.replicas[&node].state_machine.snapshot())
+        applied_requests(&self.state(node).state_machine.snapshot())
     }
 
     /// The command's timestamp at `node`, once committed there.
     pub(super) fn ts(&self, node: NodeId, dot: Dot) -> Option<u64> {
-        self.replicas[&node].instances.get(&dot).filter(|i| i.phase.committed()).map(|i| i.ts)
+        self.state(node).instances.get(&dot).filter(|i| i.phase.committed()).map(|i| i.ts)
+    }
+
+    /// Every committed timestamp: (replica, dot, timestamp), at the live replicas now and at the
+    /// crashed ones as they were when they crashed.
+    pub(super) fn committed(&self) -> Vec<(NodeId, Dot, u64)> {
+        let mut all = Vec::new();
+        for (&node, committed) in &self.committed_at_crash {
+            all.extend(committed.iter().map(|(&dot, &ts)| (node, dot, ts)));
+        }
+        for node in self.all_replicas().into_iter().filter(|&node| self.cluster.is_up(node)) {
+            let instances = self.state(node).instances.iter().filter(|(_, i)| i.phase.committed());
+            all.extend(instances.map(|(&dot, i)| (node, dot, i.ts)));
+        }
+        all
     }
 
     /// How often `node` dropped an input for `reason`.
     pub(super) fn drops(&self, node: NodeId, reason: &str) -> u64 {
-        self.replicas[&node].stats.dropped.get(reason).copied().unwrap_or(0)
+        self.cluster.stats(node).dropped.get(reason).copied().unwrap_or(0)
     }
 
     /// How often `node` counted `event`.
     pub(super) fn events(&self, node: NodeId, event: &str) -> u64 {
-        self.replicas[&node].stats.events.get(event).copied().unwrap_or(0)
+        self.cluster.stats(node).events.get(event).copied().unwrap_or(0)
     }
 
-    /// Whether operation `op` completed at its client.
+    // ---- clients -------------------------------------------------------------------------
+
+    /// Whether submission `op` completed at its client.
     pub(super) fn completed(&self, op: u64) -> bool {
-        self.completions.iter().any(|(done, _)| *done == op)
+        self.cluster.result(op).is_some()
+    }
+
+    /// The result of submission `op`, once completed.
+    pub(super) fn result(&self, op: u64) -> Option<CommandResult> {
+        self.cluster.result(op).cloned()
+    }
+
+    /// Every completion so far, in order: (submission, result).
+    pub(super) fn completions(&self) -> Vec<(u64, CommandResult)> {
+        self.cluster.completions().iter().map(|c| (c.op, c.result.clone())).collect()
     }
 }
 
+/// The id a client node's requests carry: `NodeContext::client_id` of its first incarnation,
+/// which the testkit numbers 1 (no scenario restarts a client).
+pub(super) fn client_id(client: NodeId) -> ClientId {
+    const FIRST_INCARNATION: u64 = 1;
+    ClientId((FIRST_INCARNATION << 32) | u64::from(client.0))
+}
+
+/// The first attempt of `client`'s request `number`.
 pub(super) fn dot(client: NodeId, number: u64) -> Dot {
-    Dot { request: RequestId { client: ClientId::from(client), number }, attempt: 0 }
+    Dot { request: RequestId { client: client_id(client), number }, attempt: 0 }
 }
 
 #[test]
@@ -478,23 +482,23 @@ fn single_command_fast_path_t7() {
     // Goal: T7 — one command, no contention: fast path; MPropose to ⌊r/2⌋ + f − 1 others, MPayload
     // to the rest; every replica executes; the client gets its reply; one timestamp.
     for (r, f) in [(3, 1), (5, 1), (5, 2)] {
-        let mut net = Net::new(1, r, f, 1, Flaw::None);
-        let client = net.client();
-        net.submit(client, Command::set("a", "1"));
-        net.deliver_all();
-        net.run_ms(3);
-        let coordinator = net.replica(0);
-        let proposes = net.sent.iter().filter(|(_, _, m)| matches!(m, Message::Propose { .. })).count();
-        let payloads = net.sent.iter().filter(|(_, _, m)| matches!(m, Message::Payload { .. })).count();
+        let mut s = Scenario::new(1, r, f, 1);
+        let client = s.client();
+        let op = s.submit(client, Command::set("a", "1"));
+        s.deliver_all();
+        s.run_ms(3);
+        let coordinator = s.replica(0);
+        let proposes = s.sent().iter().filter(|e| matches!(e.message, Message::Propose { .. })).count();
+        let payloads = s.sent().iter().filter(|e| matches!(e.message, Message::Payload { .. })).count();
         assert_eq!(proposes, r / 2 + f - 1, "r={r} f={f}: MPropose to the rest of the fast quorum");
         assert_eq!(payloads, r - (r / 2 + f), "r={r} f={f}: MPayload to the others");
-        assert_eq!(net.replicas[&coordinator].stats.fast_path_commits, 1);
-        assert_eq!(net.completions, vec![(0, CommandResult::Ok)]);
+        assert_eq!(s.state(coordinator).stats.fast_path_commits, 1);
+        assert_eq!(s.completions(), vec![(op, CommandResult::Ok)]);
         let d = dot(client, 1);
-        let stamps: BTreeSet<u64> = net.topology.shards[0].iter().map(|&n| net.ts(n, d).unwrap()).collect();
+        let stamps: BTreeSet<u64> = s.shard(0).iter().map(|&n| s.ts(n, d).unwrap()).collect();
         assert_eq!(stamps.len(), 1, "one commit timestamp");
-        for &node in net.topology.shards[0].iter() {
-            assert_eq!(net.executed(node), 1, "r={r} f={f}: {node} executed");
+        for node in s.shard(0) {
+            assert_eq!(s.executed(node), 1, "r={r} f={f}: {node} executed");
         }
     }
 }
@@ -510,27 +514,27 @@ fn fast_path_rule_table_1_t3() {
         (1, [5, 5, 1, 0], true, 6),
     ];
     for (f, clocks, fast, expected) in rows {
-        let mut net = Net::new(1, 5, f, 1, Flaw::None);
+        let mut s = Scenario::new(1, 5, f, 1);
         let key = ordo_core::Key::from("a");
         for (rank, &clock) in clocks.iter().enumerate() {
-            net.set_clock(rank, "a", clock);
+            s.set_clock(rank, "a", clock);
         }
-        let client = net.client();
-        net.submit(client, Command::set("a", "1"));
-        net.deliver_all();
-        let a = net.replica(0);
-        let stats = &net.replicas[&a].stats;
+        let client = s.client();
+        s.submit(client, Command::set("a", "1"));
+        s.deliver_all();
+        let a = s.replica(0);
+        let stats = &s.state(a).stats;
         assert_eq!(
             (stats.fast_path_commits, stats.slow_path_commits),
             (u64::from(fast), u64::from(!fast)),
             "f={f} {clocks:?}"
         );
-        assert_eq!(net.ts(a, dot(client, 1)), Some(expected), "f={f} {clocks:?}");
+        assert_eq!(s.ts(a, dot(client, 1)), Some(expected), "f={f} {clocks:?}");
         // T9: after the slow path everyone commits the same value and bumps past it.
         for rank in 0..5 {
-            let node = net.replica(rank);
-            assert_eq!(net.ts(node, dot(client, 1)), Some(expected));
-            assert!(net.replicas[&node].clocks.clock(&key) >= expected);
+            let node = s.replica(rank);
+            assert_eq!(s.ts(node, dot(client, 1)), Some(expected));
+            assert!(s.state(node).clocks.clock(&key) >= expected);
         }
     }
 }
@@ -540,24 +544,23 @@ fn coordinator_crash_after_fast_path_recovers_t14() {
     // Goal: T14 (R-a) — r = 5, f = 1, Table 1c clocks: A decides the fast path with 11 and
     // crashes before any MCommit leaves. Recovery by the others must commit 11 everywhere and
     // the command must execute at every live replica.
-    let mut net = Net::new(1, 5, 1, 1, Flaw::None);
+    let mut s = Scenario::new(1, 5, 1, 1);
     for (rank, clock) in [(0, 5), (1, 6), (2, 10)] {
-        net.set_clock(rank, "a", clock);
+        s.set_clock(rank, "a", clock);
     }
-    let client = net.client();
-    net.submit(client, Command::set("a", "1"));
-    let a = net.replica(0);
-    net.deliver_all_dropping(|from, _, m| from == a && matches!(m, Message::Commit { .. }));
-    assert_eq!(net.ts(a, dot(client, 1)), Some(11), "A took the fast path with 11");
-    net.down.insert(a);
-    net.run_ms(200);
+    let client = s.client();
+    s.submit(client, Command::set("a", "1"));
+    let a = s.replica(0);
+    s.deliver_all_dropping(|from, _, m| from == a && matches!(m, Message::Commit { .. }));
+    assert_eq!(s.ts(a, dot(client, 1)), Some(11), "A took the fast path with 11");
+    s.crash(a);
+    s.run_ms(200);
     for rank in 1..5 {
-        let node = net.replica(rank);
-        assert_eq!(net.ts(node, dot(client, 1)), Some(11), "recovery keeps the fast-path value");
-        assert_eq!(net.executed(node), 1);
+        let node = s.replica(rank);
+        assert_eq!(s.ts(node, dot(client, 1)), Some(11), "recovery keeps the fast-path value");
+        assert_eq!(s.executed(node), 1);
     }
-    let recoveries: u64 =
-        (1..5).map(|rank| net.replicas[&net.replica(rank)].stats.events.get("recovery").copied().unwrap_or(0)).sum();
+    let recoveries: u64 = (1..5).map(|rank| s.events(s.replica(rank), "recovery")).sum();
     assert!(recoveries >= 1, "someone recovered");
 }
 
@@ -566,24 +569,24 @@ fn coordinator_crash_after_propose_unblocks_others_t23() {
     // Goal: T23 — A sends MPropose and crashes; the fast-quorum members' attached promises hold
     // back every later command on the key until recovery commits A's command; then everything
     // executes, in the same order everywhere.
-    let mut net = Net::new(1, 5, 1, 2, Flaw::None);
-    let clients: Vec<NodeId> = net.clients.keys().copied().collect();
-    net.submit(clients[0], Command::set("a", "1"));
-    let a = net.replica(0);
+    let mut s = Scenario::new(1, 5, 1, 2);
+    let clients = s.clients();
+    s.submit(clients[0], Command::set("a", "1"));
+    let a = s.replica(0);
     // Deliver only A's proposes and payloads, then A crashes.
-    net.deliver_all_dropping(|from, to, m| {
+    s.deliver_all_dropping(|from, to, m| {
         from == a && to != a && !matches!(m, Message::Propose { .. } | Message::Payload { .. })
     });
-    net.down.insert(a);
-    net.queue.clear();
-    net.run_ms(100);
-    net.submit(clients[1], Command::set("a", "2"));
-    net.run_ms(300);
+    s.crash(a);
+    s.drop_pending();
+    s.run_ms(100);
+    s.submit(clients[1], Command::set("a", "2"));
+    s.run_ms(300);
     let orders: BTreeSet<Vec<u8>> = (1..5)
         .map(|rank| {
-            let node = net.replica(rank);
-            assert_eq!(net.executed(node), 2, "{node} executed both commands");
-            net.replicas[&node].state_machine.snapshot()
+            let node = s.replica(rank);
+            assert_eq!(s.executed(node), 2, "{node} executed both commands");
+            s.state(node).state_machine.snapshot()
         })
         .collect();
     assert_eq!(orders.len(), 1, "every live replica ends in the same state");
@@ -653,7 +656,7 @@ fn multi_shard_command_t24_t27() {
     // Goal: T24/T27 — an MSET over two shards of three executes once in each accessed shard
     // with the maximum of the shards' timestamps; the client gets OK; no replica of the third
     // shard hears of it.
-    let mut net = Net::new(3, 3, 1, 1, Flaw::None);
+    let mut s = Scenario::new(3, 3, 1, 1);
     let shard_of = |k: &str| ordo_core::shard_of_key(k.as_bytes(), 3);
     let (mut k0, mut k1) = (None, None);
     for i in 0..100 {
@@ -665,23 +668,25 @@ fn multi_shard_command_t24_t27() {
         }
     }
     let (k0, k1) = (k0.unwrap(), k1.unwrap());
-    let client = net.client();
-    net.submit(client, Command::MSet { pairs: vec![(k1.clone().into(), "x".into()), (k0.clone().into(), "y".into())] });
-    net.deliver_all();
-    net.run_ms(5);
-    assert_eq!(net.completions, vec![(0, CommandResult::Ok)]);
+    let client = s.client();
+    let op = s.submit(
+        client,
+        Command::MSet { pairs: vec![(k1.clone().into(), "x".into()), (k0.clone().into(), "y".into())] },
+    );
+    s.deliver_all();
+    s.run_ms(5);
+    assert_eq!(s.completions(), vec![(op, CommandResult::Ok)]);
     let d = dot(client, 1);
-    let stamps: BTreeSet<u64> =
-        net.topology.shards[..2].iter().flat_map(|s| s.iter()).map(|&node| net.ts(node, d).unwrap()).collect();
+    let accessed: Vec<NodeId> = s.shard(0).into_iter().chain(s.shard(1)).collect();
+    let stamps: BTreeSet<u64> = accessed.iter().map(|&node| s.ts(node, d).unwrap()).collect();
     assert_eq!(stamps.len(), 1, "one final timestamp in both shards");
-    for &node in net.topology.shards[..2].iter().flat_map(|s| s.iter()) {
-        assert_eq!(net.executed(node), 1);
+    for &node in &accessed {
+        assert_eq!(s.executed(node), 1);
     }
-    let third: BTreeSet<NodeId> = net.topology.shards[2].iter().copied().collect();
-    let about_it = net
-        .sent
-        .iter()
-        .filter(|(from, to, m)| (third.contains(from) || third.contains(to)) && !matches!(m, Message::Promises { .. }));
+    let third: BTreeSet<NodeId> = s.shard(2).into_iter().collect();
+    let about_it = s.sent().iter().filter(|e| {
+        (third.contains(&e.from) || third.contains(&e.to)) && !matches!(e.message, Message::Promises { .. })
+    });
     assert_eq!(about_it.count(), 0, "genuine: the third shard takes no step");
 }
 
@@ -690,18 +695,18 @@ fn multi_shard_with_crashed_coordinator_in_one_shard() {
     // Goal: a multi-shard command whose coordinator in one shard crashes before doing anything
     // still executes in both shards: the other shard hands the payload over (Help) and a replica
     // there recovers it.
-    let mut net = Net::new(2, 3, 1, 1, Flaw::None);
+    let mut s = Scenario::new(2, 3, 1, 1);
     let shard_of = |k: &str| ordo_core::shard_of_key(k.as_bytes(), 2);
     let k0 = (0..100).map(|i| format!("k{i}")).find(|k| shard_of(k) == 0).unwrap();
     let k1 = (0..100).map(|i| format!("k{i}")).find(|k| shard_of(k) == 1).unwrap();
-    let coordinator_1 = net.topology.shards[1][0];
-    net.down.insert(coordinator_1);
-    let client = net.client();
-    net.submit(client, Command::MSet { pairs: vec![(k0.into(), "x".into()), (k1.into(), "y".into())] });
-    net.deliver_all();
-    net.run_ms(300);
-    for &node in net.topology.shards[0].iter().chain(net.topology.shards[1][1..].iter()) {
-        assert_eq!(net.executed(node), 1, "{node} executed");
+    let coordinator_1 = s.shard(1)[0];
+    s.crash(coordinator_1);
+    let client = s.client();
+    s.submit(client, Command::MSet { pairs: vec![(k0.into(), "x".into()), (k1.into(), "y".into())] });
+    s.deliver_all();
+    s.run_ms(300);
+    for node in s.shard(0).into_iter().chain(s.shard(1).into_iter().skip(1)) {
+        assert_eq!(s.executed(node), 1, "{node} executed");
     }
-    assert_eq!(net.replicas[&net.topology.shards[0][0]].instances[&dot(client, 1)].phase, Phase::Execute);
+    assert_eq!(s.state(s.shard(0)[0]).instances[&dot(client, 1)].phase, Phase::Execute);
 }

@@ -46,6 +46,7 @@ impl Protocol for Unreplicated {
     type Timer = Timer;
     type Durable = server::Durable;
     type Config = Config;
+    type Observation = ();
 
     fn new_node(context: NodeContext<Self>, durable: Vec<server::Durable>) -> Box<dyn Node<Self>> {
         match context.role() {

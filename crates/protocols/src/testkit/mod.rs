@@ -1,7 +1,10 @@
-//! A small deterministic cluster for step-by-step scenario tests, generic over any [`Protocol`].
+//! A small deterministic cluster for step-by-step scenario tests, generic over any [`Protocol`]
+//! and any [`Topology`] (several shards, extra roles such as proxies or a sequencer, sites).
 //!
-//! [`Cluster`] holds `n` replicas and `k` clients of one protocol, a network of pending messages
-//! and every node's timers, with a clock that moves only when told. Nothing happens by itself: a
+//! [`Cluster`] holds the nodes of one protocol, each in a [`NodeRunner`] (the same effect
+//! interpreter the simulator and the runtime use), a network of pending messages, and a true
+//! time that moves only when told; each node reads it through its own clock, which a test can
+//! offset, jump or drift. Nothing happens by itself: a
 //! test submits commands, delivers messages one at a time (first in, first out, or by choice),
 //! drops or duplicates them, fires timers or lets time pass, crashes and restarts nodes, and reads
 //! completions, `status()` and `stats()`. Every input is followed by the node's
@@ -17,11 +20,17 @@
 //!
 //! The kit also checks clients: a client may complete only its outstanding submission, once.
 //!
-//! Node ids: replicas are `0..n` (shard 0, in rank order), clients `n..n + k`; one site.
+//! Node ids with [`Cluster::new`]: replicas are `0..n` (shard 0, in rank order), clients
+//! `n..n + k`; one site. [`Cluster::with_topology`] takes any topology.
+//!
+//! When the protocol has a [`ordo_core::GlobalChecker`], every observation goes through it and a
+//! violation panics at the step that produced it.
+
+pub mod script;
 
 use ordo_core::{
-    ClockReading, CommandResult, Destinations, Effect, KvStore, Node, NodeContext, NodeId, NodeSpec, NodeStats, Outbox,
-    PersistMode, Protocol, Role, StateMachine, Submission, Topology,
+    Action, ClockReading, CommandResult, Deadline, Destinations, GlobalChecker, KvStore, Node, NodeId, NodeRunner,
+    NodeSpec, NodeStats, PersistMode, Protocol, Role, RunnerSetup, StateMachine, Submission, Topology,
 };
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt;
@@ -66,24 +75,57 @@ pub struct Completion {
     pub result: CommandResult,
 }
 
-/// Sends waiting for a write to become durable.
-struct Held<P: Protocol> {
-    ticket: u64,
-    to: Vec<NodeId>,
-    message: P::Message,
+/// A node's clock: true time scaled by its drift, plus an offset a test sets or jumps.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KitClock {
+    /// Added to the reading (negative: behind true time).
+    pub offset_ns: i64,
+    /// Rate error in parts per million (positive: runs fast), counted from true time 0.
+    pub drift_ppm: i64,
+    /// The error bound the clock claims.
+    pub error_ns: u64,
 }
 
-/// One node and what the driver keeps for it.
+impl KitClock {
+    /// What the clock reads at true time `true_ns`.
+    pub fn read(&self, true_ns: u64) -> ClockReading {
+        let drifted = true_ns as i128 + true_ns as i128 * self.drift_ppm as i128 / 1_000_000;
+        let local = (drifted + self.offset_ns as i128).max(0) as u64;
+        ClockReading { local_ns: local, error_bound_ns: self.error_ns }
+    }
+
+    /// The true time that `local_ns` of elapsed local time takes.
+    fn true_duration(&self, local_ns: u64) -> u64 {
+        (local_ns as i128 * 1_000_000 / (1_000_000 + self.drift_ppm as i128)).max(0) as u64
+    }
+
+    /// The first true time at or after `now` when the clock reads at least `local_ns`.
+    fn true_time_of(&self, local_ns: u64, now: u64) -> u64 {
+        let reading = self.read(now).local_ns;
+        if reading >= local_ns {
+            return now;
+        }
+        let mut at = now + self.true_duration(local_ns - reading);
+        while self.read(at).local_ns < local_ns {
+            at += 1;
+        }
+        at
+    }
+}
+
+/// One node and what the driver keeps for it besides its runner.
 struct Slot<P: Protocol> {
-    node: Option<Box<dyn Node<P>>>,
+    runner: NodeRunner<P>,
+    clock: KitClock,
+    /// The node's disk: what a restart reads back.
     durable: Vec<P::Durable>,
-    unflushed: Vec<(P::Durable, PersistMode, u64)>,
-    held: Vec<Held<P>>,
-    /// Writes of this incarnation with a ticket up to this one are durable.
-    durable_through: Option<u64>,
-    next_ticket: u64,
+    /// Writes issued but not yet on disk (manual durability).
+    unflushed: Vec<(P::Durable, PersistMode)>,
+    /// Writes of this incarnation on disk; the runner hears of them at `flush`.
+    on_disk: u64,
     manual_durability: bool,
-    timers: BTreeMap<P::Timer, u64>,
+    /// When each armed timer falls due, in true time, with its generation.
+    deadlines: BTreeMap<P::Timer, (u64, u64)>,
     /// For clients: the submission not yet completed.
     outstanding: Option<u64>,
     incarnation: u64,
@@ -116,9 +158,7 @@ fn new_kv_store() -> Box<dyn StateMachine> {
 /// A deterministic cluster of one protocol, driven step by step.
 pub struct Cluster<P: Protocol> {
     topology: Arc<Topology>,
-    replica_count: usize,
-    config: P::Config,
-    seed: u64,
+    setup: RunnerSetup<P>,
     now_ns: u64,
     slots: Vec<Slot<P>>,
     network: VecDeque<Envelope<P>>,
@@ -127,8 +167,11 @@ pub struct Cluster<P: Protocol> {
     completions: Vec<Completion>,
     isolated: BTreeSet<NodeId>,
     partition_drops: u64,
-    new_state_machine: fn() -> Box<dyn StateMachine>,
-    outbox: Outbox<P>,
+    checker: Option<Box<dyn GlobalChecker<P>>>,
+    observations: u64,
+    actions: Vec<Action<P>>,
+    /// Every message put in the network since [`Cluster::keep_sent_log`], when it was called.
+    sent_log: Option<Vec<Envelope<P>>>,
 }
 
 impl<P: Protocol> Cluster<P> {
@@ -139,8 +182,13 @@ impl<P: Protocol> Cluster<P> {
 
     /// Like [`Cluster::new`] with the given seed (each node's RNG seed derives from it).
     pub fn with_seed(replicas: usize, clients: usize, config: P::Config, seed: u64) -> Self {
-        let mut cluster = Self::stopped(replicas, clients, config, seed);
-        for index in 0..replicas + clients {
+        Self::with_topology(topology(replicas, clients), config, seed)
+    }
+
+    /// Every node of `topology`, with the key-value store, all started in id order.
+    pub fn with_topology(topology: Topology, config: P::Config, seed: u64) -> Self {
+        let mut cluster = Self::stopped_with_topology(topology, config, seed);
+        for index in 0..cluster.slots.len() {
             cluster.start(cluster.node_id(index));
         }
         cluster
@@ -148,26 +196,39 @@ impl<P: Protocol> Cluster<P> {
 
     /// Like [`Cluster::with_seed`], but no node runs yet: start each with [`Cluster::start`].
     pub fn stopped(replicas: usize, clients: usize, config: P::Config, seed: u64) -> Self {
-        let topology = Arc::new(topology(replicas, clients));
-        let slots = (0..replicas + clients)
-            .map(|_| Slot {
-                node: None,
-                durable: Vec::new(),
-                unflushed: Vec::new(),
-                held: Vec::new(),
-                durable_through: None,
-                next_ticket: 0,
-                manual_durability: false,
-                timers: BTreeMap::new(),
-                outstanding: None,
-                incarnation: 0,
+        Self::stopped_with_topology(topology(replicas, clients), config, seed)
+    }
+
+    /// Like [`Cluster::with_topology`], but no node runs yet.
+    pub fn stopped_with_topology(topology: Topology, config: P::Config, seed: u64) -> Self {
+        let topology = Arc::new(topology);
+        let setup = RunnerSetup {
+            topology: topology.clone(),
+            config,
+            run_seed: seed,
+            new_state_machine: new_kv_store,
+            check_invariants: true,
+        };
+        let slots = (0..topology.nodes.len())
+            .map(|index| {
+                let mut runner = NodeRunner::new(NodeId(index as u32), setup.clone());
+                runner.set_durable_at_once(true);
+                Slot {
+                    runner,
+                    clock: KitClock::default(),
+                    durable: Vec::new(),
+                    unflushed: Vec::new(),
+                    on_disk: 0,
+                    manual_durability: false,
+                    deadlines: BTreeMap::new(),
+                    outstanding: None,
+                    incarnation: 0,
+                }
             })
             .collect();
         Cluster {
             topology,
-            replica_count: replicas,
-            config,
-            seed,
+            setup,
             now_ns: 0,
             slots,
             network: VecDeque::new(),
@@ -176,8 +237,21 @@ impl<P: Protocol> Cluster<P> {
             completions: Vec::new(),
             isolated: BTreeSet::new(),
             partition_drops: 0,
-            new_state_machine: new_kv_store,
-            outbox: Outbox::default(),
+            checker: P::global_checker(),
+            observations: 0,
+            actions: Vec::new(),
+            sent_log: None,
+        }
+    }
+
+    /// Builds nodes started from now on with this state machine (before any node starts, so all
+    /// replicas hold the same kind).
+    pub fn set_state_machine(&mut self, new_state_machine: fn() -> Box<dyn StateMachine>) {
+        assert!(self.slots.iter().all(|s| !s.runner.is_up()), "choose the state machine before starting nodes");
+        self.setup.new_state_machine = new_state_machine;
+        for (index, slot) in self.slots.iter_mut().enumerate() {
+            slot.runner = NodeRunner::new(NodeId(index as u32), self.setup.clone());
+            slot.runner.set_durable_at_once(!slot.manual_durability);
         }
     }
 
@@ -192,48 +266,100 @@ impl<P: Protocol> Cluster<P> {
         &self.topology
     }
 
-    /// The replica of rank `rank`.
+    /// The replica of rank `rank` in shard 0.
     pub fn replica(&self, rank: usize) -> NodeId {
-        assert!(rank < self.replica_count, "no replica of rank {rank}");
-        self.node_id(rank)
+        self.replica_of(0, rank)
+    }
+
+    /// The replica of rank `rank` in `shard`.
+    pub fn replica_of(&self, shard: usize, rank: usize) -> NodeId {
+        *self.topology.shards[shard].get(rank).unwrap_or_else(|| panic!("no replica of rank {rank} in shard {shard}"))
     }
 
     /// The `index`-th client.
     pub fn client(&self, index: usize) -> NodeId {
-        assert!(self.replica_count + index < self.slots.len(), "no client {index}");
-        self.node_id(self.replica_count + index)
+        self.with_role(Role::Client, index)
     }
 
-    /// Every replica, in rank order.
+    /// The `index`-th node with `role`, in id order.
+    pub fn with_role(&self, role: Role, index: usize) -> NodeId {
+        self.topology.with_role(role).nth(index).unwrap_or_else(|| panic!("no {role:?} number {index}"))
+    }
+
+    /// Every replica of shard 0, in rank order.
     pub fn replicas(&self) -> Vec<NodeId> {
-        (0..self.replica_count).map(|i| self.node_id(i)).collect()
+        self.topology.shards[0].to_vec()
     }
 
     /// Every client.
     pub fn clients(&self) -> Vec<NodeId> {
-        (self.replica_count..self.slots.len()).map(|i| self.node_id(i)).collect()
+        self.topology.with_role(Role::Client).collect()
     }
 
-    /// The simulated time in nanoseconds (every node reads it exactly).
+    /// The true time in nanoseconds (a node whose clock was not changed reads it exactly).
     pub fn now_ns(&self) -> u64 {
         self.now_ns
+    }
+
+    /// What `node`'s clock reads now.
+    pub fn clock_reading(&self, node: NodeId) -> ClockReading {
+        self.slots[node.index()].clock.read(self.now_ns)
+    }
+
+    /// Sets `node`'s clock (offset, drift and claimed error); timers already armed keep their
+    /// true deadlines, as a real timer armed before a clock step would.
+    pub fn set_clock(&mut self, node: NodeId, clock: KitClock) {
+        self.slots[node.index()].clock = clock;
+    }
+
+    /// Moves `node`'s clock by `delta_ns` (backwards when negative).
+    pub fn jump_clock(&mut self, node: NodeId, delta_ns: i64) {
+        self.slots[node.index()].clock.offset_ns += delta_ns;
     }
 
     // ---- reading state -------------------------------------------------------------------
 
     /// True unless the node is crashed (or not started).
     pub fn is_up(&self, node: NodeId) -> bool {
-        self.slots[node.index()].node.is_some()
+        self.slots[node.index()].runner.is_up()
     }
 
     /// The running node. Panics if it is down.
     pub fn node(&self, node: NodeId) -> &dyn Node<P> {
-        self.slots[node.index()].node.as_deref().unwrap_or_else(|| panic!("{node} is down"))
+        self.slots[node.index()].runner.node().unwrap_or_else(|| panic!("{node} is down"))
+    }
+
+    /// The running node as its concrete type. Panics if it is down or of another type.
+    pub fn node_as<T: 'static>(&self, node: NodeId) -> &T {
+        self.node(node)
+            .as_any()
+            .downcast_ref::<T>()
+            .unwrap_or_else(|| panic!("{node} is not a {}", std::any::type_name::<T>()))
+    }
+
+    /// The running node as its concrete type, mutably (to set up a scenario). Panics if it is
+    /// down or of another type.
+    pub fn node_as_mut<T: 'static>(&mut self, node: NodeId) -> &mut T {
+        let running = self.slots[node.index()].runner.node_mut().unwrap_or_else(|| panic!("{node} is down"));
+        running
+            .as_any_mut()
+            .downcast_mut::<T>()
+            .unwrap_or_else(|| panic!("{node} is not a {}", std::any::type_name::<T>()))
+    }
+
+    /// The node's counters over all its incarnations.
+    pub fn total_stats(&self, node: NodeId) -> NodeStats {
+        self.slots[node.index()].runner.total_stats()
+    }
+
+    /// Observations the global checker has accepted so far.
+    pub fn observations(&self) -> u64 {
+        self.observations
     }
 
     /// The node's status line, or `down`.
     pub fn status(&self, node: NodeId) -> String {
-        self.slots[node.index()].node.as_ref().map_or_else(|| "down".to_string(), |n| n.status())
+        self.slots[node.index()].runner.node().map_or_else(|| "down".to_string(), |n| n.status())
     }
 
     /// The node's counters. Panics if it is down.
@@ -266,6 +392,19 @@ impl<P: Protocol> Cluster<P> {
         self.partition_drops
     }
 
+    /// From now on, keeps a copy of every message put in the network (sent by a node, injected
+    /// or duplicated, including one a partition drops at once), so that a test can check what
+    /// was sent after it was delivered. Off by default: the copies cost memory.
+    pub fn keep_sent_log(&mut self) {
+        self.sent_log.get_or_insert_with(Vec::new);
+    }
+
+    /// The messages kept since [`Cluster::keep_sent_log`], in the order they were put in the
+    /// network (empty if it was never called).
+    pub fn sent_log(&self) -> &[Envelope<P>] {
+        self.sent_log.as_deref().unwrap_or(&[])
+    }
+
     // ---- inputs --------------------------------------------------------------------------
 
     /// Hands `command` to `client` and returns the submission's number. A submission still
@@ -274,11 +413,11 @@ impl<P: Protocol> Cluster<P> {
         assert!(self.topology.node(client).role == Role::Client, "{client} is not a client");
         let op = self.next_op;
         self.next_op += 1;
-        if self.slots[client.index()].node.is_none() {
+        if !self.is_up(client) {
             return op;
         }
         self.slots[client.index()].outstanding = Some(op);
-        self.step(client.index(), |node, now, out| node.on_submit(now, Submission { op, command }, out));
+        self.step(client.index(), |runner, now, actions| runner.submit(now, Submission { op, command }, actions));
         op
     }
 
@@ -370,19 +509,30 @@ impl<P: Protocol> Cluster<P> {
 
     // ---- timers and time -----------------------------------------------------------------
 
-    /// The node's pending timers with their deadlines.
+    /// The node's pending timers with their true deadlines.
     pub fn pending_timers(&self, node: NodeId) -> Vec<(P::Timer, u64)> {
-        self.slots[node.index()].timers.iter().map(|(t, d)| (t.clone(), *d)).collect()
+        let slot = &self.slots[node.index()];
+        slot.deadlines
+            .iter()
+            .filter(|(timer, (generation, _))| slot.runner.is_timer_pending(timer, *generation))
+            .map(|(timer, (_, deadline))| (timer.clone(), *deadline))
+            .collect()
     }
 
-    /// Fires `timer` at `node` now if it is pending; false otherwise.
+    /// Fires `timer` at `node` now if it is pending, whatever its deadline; false otherwise.
     pub fn fire_timer(&mut self, node: NodeId, timer: &P::Timer) -> bool {
-        if self.slots[node.index()].timers.remove(timer).is_none() {
-            return false;
-        }
+        let Some(&(generation, _)) = self.slots[node.index()].deadlines.get(timer) else { return false };
         let timer = timer.clone();
-        self.step(node.index(), |n, now, out| n.on_timer(now, timer, out));
-        true
+        let mut fired = false;
+        self.step(node.index(), |runner, now, actions| {
+            // A test may fire an absolute timer early: read the clock as the deadline.
+            let reading = match runner.pending_timers().find(|(t, ..)| **t == timer) {
+                Some((_, _, Deadline::At(local_ns))) => ClockReading { local_ns: local_ns.max(now.local_ns), ..now },
+                _ => now,
+            };
+            fired = runner.fire_timer(reading, timer.clone(), generation, actions) == ordo_core::TimerFiring::Fired;
+        });
+        fired
     }
 
     /// Moves time forward by `ns`, firing every timer that falls due, in deadline order.
@@ -440,20 +590,33 @@ impl<P: Protocol> Cluster<P> {
     }
 
     fn fire_next_timer_before(&mut self, end: u64) -> bool {
-        let mut next: Option<(u64, usize, P::Timer)> = None;
-        for (index, slot) in self.slots.iter().enumerate() {
-            for (timer, &deadline) in &slot.timers {
-                if deadline <= end && next.as_ref().is_none_or(|(d, _, _)| deadline < *d) {
-                    next = Some((deadline, index, timer.clone()));
+        let mut next: Option<(u64, usize, P::Timer, u64)> = None;
+        for (index, slot) in self.slots.iter_mut().enumerate() {
+            slot.deadlines.retain(|timer, (generation, _)| slot.runner.is_timer_pending(timer, *generation));
+            for (timer, &(generation, deadline)) in &slot.deadlines {
+                if deadline <= end && next.as_ref().is_none_or(|(d, ..)| deadline < *d) {
+                    next = Some((deadline, index, timer.clone(), generation));
                 }
             }
         }
-        let Some((deadline, index, timer)) = next else {
+        let Some((deadline, index, timer, generation)) = next else {
             return false;
         };
         self.now_ns = self.now_ns.max(deadline);
-        self.slots[index].timers.remove(&timer);
-        self.step(index, |n, now, out| n.on_timer(now, timer, out));
+        self.slots[index].deadlines.remove(&timer);
+        let mut not_yet = None;
+        self.step(index, |runner, now, actions| {
+            if let ordo_core::TimerFiring::NotYet(local_ns) = runner.fire_timer(now, timer.clone(), generation, actions)
+            {
+                not_yet = Some(local_ns);
+            }
+        });
+        if let Some(local_ns) = not_yet {
+            // The clock was set back: wait until it reads the deadline again.
+            let slot = &mut self.slots[index];
+            let at = slot.clock.true_time_of(local_ns, self.now_ns).max(self.now_ns + 1);
+            slot.deadlines.insert(timer, (generation, at));
+        }
         true
     }
 
@@ -462,34 +625,22 @@ impl<P: Protocol> Cluster<P> {
     /// Starts a node that never ran (or restarts one, see [`Cluster::restart`]).
     pub fn start(&mut self, node: NodeId) {
         let index = node.index();
-        assert!(self.slots[index].node.is_none(), "{node} is already running");
+        assert!(!self.is_up(node), "{node} is already running");
         let slot = &mut self.slots[index];
         slot.incarnation += 1;
-        slot.next_ticket = 0;
-        slot.durable_through = None;
-        let context = NodeContext {
-            id: node,
-            topology: self.topology.clone(),
-            config: self.config.clone(),
-            seed: self.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ ((index as u64) << 32) ^ slot.incarnation,
-            new_state_machine: self.new_state_machine,
-            incarnation: slot.incarnation,
-        };
-        let built = P::new_node(context, slot.durable.clone());
-        built.check_invariants();
-        slot.node = Some(built);
-        self.step(index, |n, now, out| n.on_start(now, out));
+        slot.on_disk = 0;
+        let (incarnation, durable) = (slot.incarnation, slot.durable.clone());
+        self.step(index, |runner, now, actions| runner.boot(now, incarnation, durable, actions));
     }
 
     /// Crashes a node: it forgets its volatile state, pending timers, writes not yet durable,
     /// the sends held for them and the messages addressed to it.
     pub fn crash(&mut self, node: NodeId) {
         let slot = &mut self.slots[node.index()];
-        assert!(slot.node.is_some(), "{node} is already down");
-        slot.node = None;
-        slot.timers.clear();
+        assert!(slot.runner.crash(), "{node} is already down");
+        slot.deadlines.clear();
         slot.unflushed.clear();
-        slot.held.clear();
+        slot.on_disk = 0;
         slot.outstanding = None;
         self.network.retain(|envelope| envelope.to != node);
     }
@@ -507,7 +658,9 @@ impl<P: Protocol> Cluster<P> {
 
     /// With `manual` set, the node's writes become durable only at [`Cluster::flush`].
     pub fn set_manual_durability(&mut self, node: NodeId, manual: bool) {
-        self.slots[node.index()].manual_durability = manual;
+        let slot = &mut self.slots[node.index()];
+        slot.manual_durability = manual;
+        slot.runner.set_durable_at_once(!manual);
         if !manual {
             self.flush(node);
         }
@@ -516,24 +669,17 @@ impl<P: Protocol> Cluster<P> {
     /// Makes the node's pending writes durable and releases the sends waiting for them.
     pub fn flush(&mut self, node: NodeId) {
         self.flush_without_sends(node);
-        let slot = &mut self.slots[node.index()];
-        let durable_through = slot.durable_through;
-        let (ready, waiting): (Vec<Held<P>>, Vec<Held<P>>) =
-            slot.held.drain(..).partition(|held| durable_through.is_some_and(|d| held.ticket <= d));
-        slot.held = waiting;
-        for held in ready {
-            for to in held.to {
-                self.push_envelope(node, to, held.message.clone());
-            }
-        }
+        let on_disk = self.slots[node.index()].on_disk;
+        self.step(node.index(), |runner, now, actions| runner.writes_durable(now, on_disk, actions));
     }
 
     /// Makes the node's pending writes durable but keeps the sends waiting for them held: a
     /// crash now loses those sends.
     pub fn flush_without_sends(&mut self, node: NodeId) {
         let slot = &mut self.slots[node.index()];
-        for (record, mode, ticket) in std::mem::take(&mut slot.unflushed) {
-            Self::write_durable(slot, record, mode, ticket);
+        for (record, mode) in std::mem::take(&mut slot.unflushed) {
+            write_to_disk(&mut slot.durable, record, mode);
+            slot.on_disk += 1;
         }
     }
 
@@ -542,20 +688,14 @@ impl<P: Protocol> Cluster<P> {
         self.slots[node.index()].unflushed.len()
     }
 
-    fn write_durable(slot: &mut Slot<P>, record: P::Durable, mode: PersistMode, ticket: u64) {
-        assert!(slot.durable_through.is_none_or(|d| d < ticket), "writes become durable in ticket order");
-        if mode == PersistMode::Replace {
-            slot.durable.clear();
-        }
-        slot.durable.push(record);
-        slot.durable_through = Some(ticket);
-    }
-
     // ---- plumbing ------------------------------------------------------------------------
 
     fn push_envelope(&mut self, from: NodeId, to: NodeId, message: P::Message) -> u64 {
         let id = self.next_envelope;
         self.next_envelope += 1;
+        if let Some(log) = self.sent_log.as_mut() {
+            log.push(Envelope { id, from, to, message: message.clone() });
+        }
         if self.isolated.contains(&from) || self.isolated.contains(&to) {
             self.partition_drops += 1;
             return id;
@@ -570,82 +710,70 @@ impl<P: Protocol> Cluster<P> {
             return;
         }
         let Envelope { from, to, message, .. } = envelope;
-        self.step(to.index(), |node, now, out| node.on_message(now, from, message, out));
+        self.step(to.index(), |runner, now, actions| runner.deliver(now, from, message, actions));
     }
 
-    /// Runs one input on a running node and applies its effects.
-    fn step(&mut self, index: usize, input: impl FnOnce(&mut dyn Node<P>, ClockReading, &mut Outbox<P>)) {
-        let now = ClockReading::exact(self.now_ns);
+    /// Runs one input on a node's runner (a down node ignores it) and performs its actions.
+    fn step(&mut self, index: usize, input: impl FnOnce(&mut NodeRunner<P>, ClockReading, &mut Vec<Action<P>>)) {
+        let mut actions = std::mem::take(&mut self.actions);
         let slot = &mut self.slots[index];
-        let Some(node) = slot.node.as_mut() else {
-            return;
-        };
-        self.outbox.set_next_ticket(slot.next_ticket);
-        input(node.as_mut(), now, &mut self.outbox);
-        node.check_invariants();
-        slot.next_ticket = self.outbox.next_ticket();
-        let effects: Vec<Effect<P>> = self.outbox.drain().collect();
-        for effect in effects {
-            self.apply_effect(index, effect);
+        input(&mut slot.runner, slot.clock.read(self.now_ns), &mut actions);
+        for action in actions.drain(..) {
+            self.perform(index, action);
         }
+        self.actions = actions;
     }
 
-    fn apply_effect(&mut self, index: usize, effect: Effect<P>) {
+    fn perform(&mut self, index: usize, action: Action<P>) {
         let from = self.node_id(index);
-        match effect {
-            Effect::Send { to, message, after } => self.send_or_hold(index, vec![to], message, after),
-            Effect::Multicast { to, message, after } => {
-                let targets = to.iter().copied().filter(|&t| t != from).collect();
-                self.send_or_hold(index, targets, message, after);
+        match action {
+            Action::Send { to, message } => {
+                for target in to.iter() {
+                    self.push_envelope(from, target, message.clone());
+                }
             }
-            Effect::Complete { op, result } => {
+            Action::Complete { op, result } => {
                 let slot = &mut self.slots[index];
                 assert_eq!(slot.outstanding, Some(op), "{from} completed op {op}, which is not its outstanding one");
                 slot.outstanding = None;
                 self.completions.push(Completion { client: from, op, result });
             }
-            Effect::SetTimer { timer, after_ns } => {
-                let deadline = self.now_ns + after_ns;
-                self.slots[index].timers.insert(timer, deadline);
+            Action::ArmTimer { timer, generation, deadline } => {
+                let slot = &mut self.slots[index];
+                let at = match deadline {
+                    Deadline::After(local_ns) => self.now_ns + slot.clock.true_duration(local_ns),
+                    Deadline::At(local_ns) => slot.clock.true_time_of(local_ns, self.now_ns),
+                };
+                slot.deadlines.insert(timer, (generation, at));
             }
-            Effect::SetTimerAt { timer, local_ns } => {
-                // The testkit's clocks are exact: local time is the cluster's time.
-                self.slots[index].timers.insert(timer, local_ns.max(self.now_ns));
-            }
-            Effect::CancelTimer { timer } => {
-                self.slots[index].timers.remove(&timer);
-            }
-            Effect::Persist { record, mode, ticket } => {
+            Action::Write { record, mode, ticket } => {
                 let slot = &mut self.slots[index];
                 if slot.manual_durability {
-                    slot.unflushed.push((record, mode, ticket.0));
+                    slot.unflushed.push((record, mode));
                 } else {
                     assert!(slot.unflushed.is_empty(), "manual writes are flushed before automatic ones");
-                    Self::write_durable(slot, record, mode, ticket.0);
+                    assert_eq!(ticket.0, slot.on_disk, "writes reach the disk in ticket order");
+                    write_to_disk(&mut slot.durable, record, mode);
+                    slot.on_disk += 1;
+                }
+            }
+            Action::Observe(observation) => {
+                if let Some(checker) = self.checker.as_mut() {
+                    if let Err(violation) = checker.observe(from, &observation) {
+                        panic!("global invariant broken at {from}: {violation}");
+                    }
+                    self.observations += 1;
                 }
             }
         }
     }
+}
 
-    fn send_or_hold(
-        &mut self,
-        index: usize,
-        to: Vec<NodeId>,
-        message: P::Message,
-        after: Option<ordo_core::PersistTicket>,
-    ) {
-        let slot = &mut self.slots[index];
-        if let Some(ticket) = after
-            && slot.durable_through.is_none_or(|d| ticket.0 > d)
-        {
-            slot.held.push(Held { ticket: ticket.0, to, message });
-            return;
-        }
-        let from = self.node_id(index);
-        for target in to {
-            self.push_envelope(from, target, message.clone());
-        }
+fn write_to_disk<D>(durable: &mut Vec<D>, record: D, mode: PersistMode) {
+    if mode == PersistMode::Replace {
+        durable.clear();
     }
+    durable.push(record);
 }
 
 #[cfg(test)]

@@ -1,0 +1,1 @@
+//! Scripted scenario tests (STYLE rule 14): to be written.
