@@ -17,7 +17,7 @@
 //! - [`log`]: **log order**. Committed entries arrive by slot number in any order; each is
 //!   released once, in slot order, after every lower slot. Out-of-order arrivals wait in a gap
 //!   buffer with a configured bound. (Multi-Paxos, NOPaxos, Nezha.)
-//! - `graph`: **dependency-graph order**. Each command commits with a set of dependency ids
+//! - [`graph`]: **dependency-graph order**. Each command commits with a set of dependency ids
 //!   and a sequence number; it runs once everything it transitively depends on has committed.
 //!   Strongly connected components run together, dependencies' components first, and inside a
 //!   component by ⟨sequence, id⟩. (SwiftPaxos, EPaxos-style protocols.)
@@ -29,7 +29,10 @@
 //! function of their inputs alone (STYLE A2), and each has a configured bound on what it holds
 //! (STYLE 12): a full executor refuses the next commit with a typed error rather than grow.
 
+pub mod graph;
 pub mod log;
 
+#[cfg(test)]
+mod tests_graph;
 #[cfg(test)]
 mod tests_log;
