@@ -21,7 +21,7 @@
 //!   and a sequence number; it runs once everything it transitively depends on has committed.
 //!   Strongly connected components run together, dependencies' components first, and inside a
 //!   component by ⟨sequence, id⟩. (SwiftPaxos, EPaxos-style protocols.)
-//! - `stability`: **timestamp-stability order**. Each command commits with a timestamp and the
+//! - [`stability`]: **timestamp-stability order**. Each command commits with a timestamp and the
 //!   keys it touches; it runs when it heads the ⟨timestamp, id⟩ queue of every key it touches and
 //!   its timestamp is stable on each of them. (Tempo.)
 //!
@@ -31,8 +31,11 @@
 
 pub mod graph;
 pub mod log;
+pub mod stability;
 
 #[cfg(test)]
 mod tests_graph;
 #[cfg(test)]
 mod tests_log;
+#[cfg(test)]
+mod tests_stability;
