@@ -34,6 +34,19 @@ pub trait StateMachine: Send {
     fn restore(&mut self, snapshot: &[u8]) -> Result<(), SnapshotError>;
     /// Per-key digests, sorted by key, for the replica-agreement check (empty if unsupported).
     fn key_digests(&self) -> Vec<KeyDigest>;
+    /// A scratch machine holding copies of just `keys`, for speculative execution (a SwiftPaxos
+    /// leader applies the pending commands that conflict with a new one, then the new one,
+    /// without touching the real state). Commands that touch only forked keys give the fork
+    /// the same results and per-key state they would give this machine, which stays unchanged.
+    /// **A key not forked reads as absent** (never written) in the fork, so the caller forks
+    /// every key the speculative commands touch ([`Command::keys`]); the fork's snapshot and
+    /// digests cover only its keys. `None` means forking is unsupported (the default): the
+    /// caller then copies the whole state through [`StateMachine::snapshot`] and
+    /// [`StateMachine::restore`].
+    fn fork_keys(&self, keys: &[Key]) -> Option<Box<dyn StateMachine>> {
+        let _ = keys;
+        None
+    }
 }
 
 /// Entries between two snapshots: at least `least`; for a big state, the last snapshot's size
@@ -87,6 +100,16 @@ impl KvStore {
     /// An empty store.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A store holding copies of just `keys` (with their version chains, so digests go on
+    /// from where they were); every other key is absent. See [`StateMachine::fork_keys`].
+    pub fn fork(&self, keys: &[Key]) -> KvStore {
+        let entries: BTreeMap<Key, Entry> =
+            keys.iter().filter_map(|key| self.entries.get(key).map(|entry| (key.clone(), entry.clone()))).collect();
+        assert!(entries.len() <= keys.len(), "a fork holds only the keys asked for");
+        assert!(entries.iter().all(|(key, entry)| self.entries.get(key) == Some(entry)), "forked entries are copies");
+        KvStore { entries }
     }
 
     /// The string value of a key, if any (tests).
@@ -249,6 +272,10 @@ impl StateMachine for KvStore {
             .map(|(key, entry)| KeyDigest { key: key.clone(), version: entry.version, chain: entry.chain })
             .collect()
     }
+
+    fn fork_keys(&self, keys: &[Key]) -> Option<Box<dyn StateMachine>> {
+        Some(Box::new(self.fork(keys)))
+    }
 }
 
 #[cfg(test)]
@@ -313,6 +340,24 @@ mod tests {
     }
 
     #[test]
+    fn a_fork_holds_only_its_keys() {
+        // Goal: a key not forked reads as absent in the fork, and writing the fork leaves the
+        // original alone. Method: fork "a" of a store holding "a" and "b"; read and write both.
+        let mut kv = KvStore::new();
+        kv.apply(request(1), &Command::set("a", "1"));
+        kv.apply(request(2), &Command::set("b", "2"));
+        let before = kv.clone();
+        let mut fork = kv.fork_keys(&["a".into()]).expect("a KvStore forks");
+        assert_eq!(fork.apply(request(3), &Command::get("a")), CommandResult::Value("1".into()));
+        assert_eq!(fork.apply(request(4), &Command::get("b")), CommandResult::Nil);
+        let exists = Command::Exists { keys: vec!["a".into(), "b".into()] };
+        assert_eq!(fork.apply(request(5), &exists), CommandResult::Integer(1));
+        assert_eq!(fork.apply(request(6), &Command::append("a", "x")), CommandResult::Integer(2));
+        assert_eq!(kv, before);
+        assert_eq!(fork.key_digests().len(), 1);
+    }
+
+    #[test]
     fn digests_depend_on_write_order() {
         // Goal: two replicas applying the same writes in different orders disagree in the digest.
         let mut first = KvStore::new();
@@ -322,5 +367,79 @@ mod tests {
         second.apply(request(2), &Command::set("a", "x"));
         second.apply(request(1), &Command::set("a", "x"));
         assert_ne!(first.key_digests(), second.key_digests());
+    }
+
+    mod fork {
+        //! Speculation on a fork against the plain way (STYLE 6): applying commands to a fork
+        //! of the keys they touch must match applying them to a full copy.
+
+        use super::*;
+        use proptest::prelude::*;
+
+        const KEYS: [&str; 4] = ["a", "b", "c", "d"];
+
+        fn key() -> impl Strategy<Value = Key> {
+            prop::sample::select(&KEYS[..]).prop_map(Key::from)
+        }
+
+        fn value() -> impl Strategy<Value = Value> {
+            prop_oneof![(0i64..20).prop_map(|n| Value::from(n.to_string())), Just(Value::from("x"))]
+        }
+
+        fn command() -> impl Strategy<Value = Command> {
+            prop_oneof![
+                key().prop_map(|key| Command::Get { key }),
+                (key(), value()).prop_map(|(key, value)| Command::Set { key, value, condition: SetCondition::Always }),
+                (key(), value()).prop_map(|(key, value)| Command::Set {
+                    key,
+                    value,
+                    condition: SetCondition::IfAbsent
+                }),
+                prop::collection::vec(key(), 1..3).prop_map(|keys| Command::Del { keys }),
+                prop::collection::vec(key(), 1..3).prop_map(|keys| Command::Exists { keys }),
+                (key(), value()).prop_map(|(key, value)| Command::Append { key, value }),
+                (key(), -3i64..4).prop_map(|(key, delta)| Command::IncrBy { key, delta }),
+                prop::collection::vec(key(), 1..3).prop_map(|keys| Command::MGet { keys }),
+                prop::collection::vec((key(), value()), 1..3).prop_map(|pairs| Command::MSet { pairs }),
+                (key(), value(), value())
+                    .prop_map(|(key, field, value)| Command::HSet { key, fields: vec![(field, value)] }),
+                (key(), value()).prop_map(|(key, field)| Command::HGet { key, field }),
+                key().prop_map(|key| Command::HGetAll { key }),
+                (key(), value()).prop_map(|(key, field)| Command::HDel { key, fields: vec![field] }),
+            ]
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(3_000))]
+
+            /// Goal: a fork of the keys some commands touch gives those commands the results
+            /// and per-key state a full copy gives them, and the original does not change.
+            /// Method: a random history builds the state; random speculative commands run on a
+            /// fork of their keys (plus a random extra key) and on a full clone.
+            #[test]
+            fn a_fork_speculates_like_a_full_copy(
+                history in prop::collection::vec(command(), 0..30),
+                speculative in prop::collection::vec(command(), 1..8),
+                extra in key(),
+            ) {
+                let mut kv = KvStore::new();
+                for (number, command) in history.iter().enumerate() {
+                    kv.apply(request(number as u64), command);
+                }
+                let original = kv.clone();
+                let mut keys: Vec<Key> = speculative.iter().flat_map(Command::keys).collect();
+                keys.push(extra);
+                let mut fork = kv.fork_keys(&keys).expect("a KvStore forks");
+                let mut copy = kv.clone();
+                for (number, command) in speculative.iter().enumerate() {
+                    let id = request(1_000 + number as u64);
+                    prop_assert_eq!(fork.apply(id, command), copy.apply(id, command));
+                }
+                prop_assert_eq!(&kv, &original);
+                let forked: Vec<KeyDigest> = fork.key_digests();
+                let expected: Vec<KeyDigest> = copy.key_digests().into_iter().filter(|d| keys.contains(&d.key)).collect();
+                prop_assert_eq!(forked, expected);
+            }
+        }
     }
 }

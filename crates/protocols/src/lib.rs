@@ -8,6 +8,7 @@
 
 #[cfg(any(test, feature = "canary"))]
 pub mod canary;
+pub mod executor;
 pub mod multipaxos;
 pub mod nezha;
 pub mod tempo;

@@ -1,8 +1,17 @@
 //! Execution, apart from agreement: applies committed entries to the state machine in op order,
 //! at most once per request, and snapshots or restores the state machine with the client table.
+//!
+//! Multi-Paxos' order is log order (`crate::executor::log`), and this executor is that log
+//! executor's consumer with the buffering already done: committed entries arrive here from the
+//! replica's own log, in op order, as the commit number moves (`Replica::execute_committed`).
+//! That log is the gap buffer, bounded by the replica's log limit and emptied by checkpoints, so
+//! a second buffer here would only copy entries. The log executor is kept with a one-slot window
+//! as the cursor: it is where "each op once, in order, none skipped" is checked, and a snapshot
+//! moves it.
 
 use super::client_table::{ClientTable, Lookup};
 use super::messages::{Entry, Snapshot};
+use crate::executor::log::LogExecutor;
 use ordo_core::{CommandResult, StateMachine};
 
 /// What executing one entry did.
@@ -30,7 +39,8 @@ pub struct Executor {
     new_state_machine: fn() -> Box<dyn StateMachine>,
     client_table: ClientTable,
     client_table_max: usize,
-    executed: u64,
+    /// The next op to execute; a one-slot window, since ops come in order.
+    order: LogExecutor<()>,
 }
 
 impl Executor {
@@ -41,13 +51,13 @@ impl Executor {
             new_state_machine,
             client_table: ClientTable::new(client_table_max),
             client_table_max,
-            executed: 0,
+            order: LogExecutor::new(1, 1),
         }
     }
 
     /// The last op executed.
     pub fn executed(&self) -> u64 {
-        self.executed
+        self.order.next_slot() - 1
     }
 
     /// The client table.
@@ -62,8 +72,9 @@ impl Executor {
 
     /// Executes `entry` at `op`, which must be the next op.
     pub fn execute(&mut self, op: u64, entry: &Entry) -> Outcome {
-        assert_eq!(op, self.executed + 1, "ops execute in order");
-        self.executed = op;
+        self.order.commit(op, ()).expect("ops execute in order");
+        let (released, ()) = self.order.pop().expect("the next op is released at once");
+        assert_eq!(released, op, "ops execute in order");
         let outcome = match self.client_table.lookup(entry.id.client, entry.id.number) {
             Lookup::Old => Outcome::Duplicate(None),
             Lookup::Executed(result) => Outcome::Duplicate(Some(result.clone())),
@@ -73,14 +84,14 @@ impl Executor {
                 Outcome::Applied(result)
             }
         };
-        assert_eq!(self.executed, op, "executed moves by one per entry");
+        assert_eq!(self.executed(), op, "executed moves by one per entry");
         outcome
     }
 
     /// The state after `executed()`.
     pub fn snapshot(&self) -> Snapshot {
         Snapshot {
-            op: self.executed,
+            op: self.executed(),
             state: self.state_machine.snapshot().into(),
             client_table: self.client_table.to_records(),
         }
@@ -94,7 +105,7 @@ impl Executor {
         state_machine.restore(&snapshot.state).map_err(|_| RestoreError::State)?;
         self.state_machine = state_machine;
         self.client_table = client_table;
-        self.executed = snapshot.op;
+        self.order = LogExecutor::new(snapshot.op + 1, 1);
         assert!(self.client_table.len() <= self.client_table_max, "the restored table respects its bound");
         Ok(())
     }
