@@ -6,13 +6,30 @@
 //! ```
 //!
 //! A client invokes an operation and later completes it with `ok` (it took effect), `fail` (it
-//! certainly did not) or `info` (nobody knows). Each client has at most one operation
-//! outstanding, and a client id is never used again after an `info`: the client that gave up
-//! cannot tell when its lost operation lands, so a new identity keeps the histories honest.
-//! Times are true simulated nanoseconds. `docs/history.md` describes the format for users.
+//! certainly did not) or `info` (nobody knows). Times are true simulated nanoseconds.
+//!
+//! A completion is paired with its invocation in one of two ways, chosen per client by its first
+//! event and never mixed:
+//!
+//! - Without operation ids (`id` absent), pairing is by client: a client has at most one
+//!   operation outstanding, and a client id is never used again after an `info`. Such a client
+//!   reads as sequential, one operation after another, but one that gave up cannot tell when
+//!   its lost operation lands, perhaps after its next one; so it continues under a new id.
+//! - With operation ids (`"id": 7`), pairing is by client and id: a pipelining client may have
+//!   several operations outstanding, each id at most once at a time, and an id whose operation
+//!   completed `ok` or `fail` may be used again. An `info` retires only its (client, id): the
+//!   lost operation stays identified and open, so the client goes on invoking under other ids,
+//!   but that id is never used again (a later event naming it could not be told apart from the
+//!   lost operation's late reply).
+//!
+//! Either way the checker orders operations only by time, never by client: operations of one
+//! client whose intervals overlap are concurrent, and nothing assumes a client's operations
+//! follow one another. A client's events must still be recorded in time order. `docs/history.md`
+//! describes the format for users.
 
 use crate::fixed_hash::FixedHashMap;
 use serde::{Deserialize, Serialize};
+use std::collections::hash_map::Entry;
 use std::fmt;
 
 /// What an event says about an operation.
@@ -54,8 +71,15 @@ impl fmt::Display for OpKind {
 /// One line of a history.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HistoryEvent {
-    /// The client; unique among clients with an operation outstanding, never reused after info.
+    /// The client. Without operation ids, it has one operation outstanding at a time and is
+    /// never used again after an info.
     pub client: u64,
+    /// The operation's id, which pairs a completion with its invocation when a client has
+    /// several operations outstanding: unique among the client's outstanding operations, and
+    /// never used again by the client after an info for it. `None` pairs by client alone. Left
+    /// out of the JSON when `None`, so that histories without ids are written as before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<u64>,
     /// Invocation or one of the three completions.
     pub kind: EventKind,
     /// True simulated time of the event.
@@ -97,6 +121,8 @@ pub enum Outcome {
 pub struct Operation {
     /// The client that invoked it.
     pub client: u64,
+    /// Its operation id, if the client's events carry ids.
+    pub id: Option<u64>,
     /// What it does.
     pub op: OpKind,
     /// The key it touches.
@@ -114,7 +140,11 @@ pub struct Operation {
 
 impl fmt::Display for Operation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "client {} {}", self.client, self.op)?;
+        write!(f, "client {}", self.client)?;
+        if let Some(id) = self.id {
+            write!(f, " id {id}")?;
+        }
+        write!(f, " {}", self.op)?;
         match (self.op, self.outcome) {
             (OpKind::Read, Outcome::Ok) => write!(f, " -> {}", ShortValue(self.value.as_deref()))?,
             (OpKind::Read, _) => {}
@@ -188,6 +218,50 @@ pub enum Problem {
         /// Where the client's info was.
         info_line: usize,
     },
+    /// A client with events both with and without an operation id.
+    #[error(
+        "client {client} mixes events with and without an operation id: its first event (line {first_line}) {}",
+        if *first_has_id { "has an id and this one has none" } else { "has no id and this one has one" }
+    )]
+    MixedIds {
+        /// The client.
+        client: u64,
+        /// Where the client's first event was; it decided whether the client uses ids.
+        first_line: usize,
+        /// Whether that first event had an id.
+        first_has_id: bool,
+    },
+    /// An invocation naming an operation id the client has outstanding.
+    #[error(
+        "client {client} invokes id {id} while its operation with that id, invoked on line {outstanding_line}, \
+         is outstanding"
+    )]
+    IdOutstanding {
+        /// The client.
+        client: u64,
+        /// The operation id.
+        id: u64,
+        /// Where the outstanding operation was invoked.
+        outstanding_line: usize,
+    },
+    /// A completion naming an operation id that is not outstanding for the client.
+    #[error("client {client} completes id {id}, which is not outstanding")]
+    CompletionWithoutInvokeOfId {
+        /// The client.
+        client: u64,
+        /// The operation id.
+        id: u64,
+    },
+    /// An operation id used again after its `info`.
+    #[error("client {client} uses id {id} again after its info on line {info_line}")]
+    IdReusedAfterInfo {
+        /// The client.
+        client: u64,
+        /// The operation id.
+        id: u64,
+        /// Where the operation's info was.
+        info_line: usize,
+    },
     /// A client's event earlier than the client's previous event.
     #[error("client {client}'s time goes backwards from {previous_ns} ns to {time_ns} ns")]
     TimeWentBackwards {
@@ -243,6 +317,8 @@ pub struct HistoryError {
 #[derive(Deserialize)]
 struct RawEvent {
     client: u64,
+    #[serde(default)]
+    id: Option<u64>,
     kind: String,
     time_ns: u64,
     op: String,
@@ -266,7 +342,7 @@ fn parse_line(line: &str) -> Result<HistoryEvent, Problem> {
         "append" => OpKind::Append,
         _ => return Err(Problem::UnknownOp(raw.op)),
     };
-    Ok(HistoryEvent { client: raw.client, kind, time_ns: raw.time_ns, op, key: raw.key, value: raw.value })
+    Ok(HistoryEvent { client: raw.client, id: raw.id, kind, time_ns: raw.time_ns, op, key: raw.key, value: raw.value })
 }
 
 /// Parses a history, one event per line; blank lines are skipped. The history must be
@@ -308,10 +384,12 @@ pub fn write_history(events: &[HistoryEvent], out: &mut impl std::io::Write) -> 
     Ok(())
 }
 
-/// Checks the rules of a history given as events: every completion matches its client's
-/// outstanding invocation (same op, key and, for writes and appends, value), a client has one
-/// operation outstanding at a time and is not used after its `info`, a client's times never go
-/// backwards, and writes and appends carry a value.
+/// Checks the rules of a history given as events: every completion matches its outstanding
+/// invocation (same client and id, op, key and, for writes and appends, value); a client's
+/// events all carry an operation id or none do; without ids a client has one operation
+/// outstanding at a time and is not used after its `info`; with ids an id is outstanding at
+/// most once at a time and is not used after its `info`; a client's times never go backwards;
+/// and writes and appends carry a value.
 pub fn validate_history(events: &[HistoryEvent]) -> Result<(), HistoryError> {
     pair_operations(events).map(|_| ())
 }
@@ -334,7 +412,7 @@ pub(crate) fn pair(
         let line = line_of(position);
         pairing.accept(line, event).map_err(|problem| HistoryError { line, problem })?;
     }
-    Ok(pairing.operations)
+    Ok(pairing.open.operations)
 }
 
 /// An [`Operation`] borrowing its strings from the events: the checker pairs a million events
@@ -342,6 +420,7 @@ pub(crate) fn pair(
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct OperationView<'a> {
     pub(crate) client: u64,
+    pub(crate) id: Option<u64>,
     pub(crate) op: OpKind,
     pub(crate) key: &'a str,
     pub(crate) value: Option<&'a str>,
@@ -355,6 +434,7 @@ impl OperationView<'_> {
     pub(crate) fn to_operation(self) -> Operation {
         Operation {
             client: self.client,
+            id: self.id,
             op: self.op,
             key: self.key.to_string(),
             value: self.value.map(String::from),
@@ -365,45 +445,98 @@ impl OperationView<'_> {
     }
 }
 
-/// Where a client stands, for the per-client rules.
-enum ClientState {
-    /// Nothing outstanding; its last event was at `last_ns`.
-    Idle { last_ns: u64 },
+/// What a client has shown of itself so far, for the per-client rules.
+struct ClientState {
+    /// Whether its events carry operation ids; its first event decided.
+    has_ids: bool,
+    /// Where its first event was.
+    first_line: usize,
+    /// The time of its latest event.
+    last_ns: u64,
+}
+
+/// Where one operation identity stands: a (client, id) pair, or for a client without ids the
+/// client alone (its id is `None`), which is why one outstanding operation per such client and
+/// its retirement after an info fall out of the same rules.
+enum IdentityState {
     /// `operation` (an index into the paired operations) invoked on `line` is outstanding.
     Outstanding { operation: usize, line: usize },
-    /// Gave up with an info on `line`; the id is spent.
+    /// Gave up with an info on `line`; the identity is spent.
     Retired { line: usize },
 }
+
+/// An operation's identity: its client and, if the client uses them, its id.
+type Identity = (u64, Option<u64>);
 
 /// Validates events one by one and builds the paired operations as it goes.
 #[derive(Default)]
 struct Pairing<'a> {
-    /// Only looked up, never iterated, so a hash map cannot make the outcome depend on order.
+    /// Only looked up, never iterated, so hashing cannot make the outcome depend on order.
     clients: FixedHashMap<u64, ClientState>,
+    open: Identities<'a>,
+}
+
+/// The operations paired so far and where each identity stands. Apart from [`ClientState`]
+/// so that a handler can hold a client's state and change these at once: pairing a million
+/// events is a visible part of a check, and each extra lookup showed.
+#[derive(Default)]
+struct Identities<'a> {
+    /// Identities outstanding or retired; one whose operation completed ok or fail is removed,
+    /// free again. Only looked up, never iterated.
+    states: FixedHashMap<Identity, IdentityState>,
     operations: Vec<OperationView<'a>>,
 }
 
 impl<'a> Pairing<'a> {
     fn accept(&mut self, line: usize, event: &'a HistoryEvent) -> Result<(), Problem> {
-        match event.kind {
-            EventKind::Invoke => self.on_invoke(line, event),
-            EventKind::Ok | EventKind::Fail | EventKind::Info => self.on_completion(line, event),
+        let has_id = event.id.is_some();
+        let client = self.clients.entry(event.client).or_insert(ClientState {
+            has_ids: has_id,
+            first_line: line,
+            last_ns: event.time_ns,
+        });
+        if client.has_ids != has_id {
+            let (first_line, first_has_id) = (client.first_line, client.has_ids);
+            return Err(Problem::MixedIds { client: event.client, first_line, first_has_id });
         }
+        match event.kind {
+            EventKind::Invoke => self.open.on_invoke(line, client.last_ns, event)?,
+            EventKind::Ok | EventKind::Fail | EventKind::Info => {
+                self.open.on_completion(line, client.last_ns, event)?
+            }
+        }
+        debug_assert!(client.last_ns <= event.time_ns);
+        client.last_ns = event.time_ns;
+        Ok(())
     }
+}
 
-    fn on_invoke(&mut self, line: usize, event: &'a HistoryEvent) -> Result<(), Problem> {
+impl<'a> Identities<'a> {
+    /// `previous_ns` is the time of the client's latest event. The identity rules are checked
+    /// before the time, so that a history reusing a spent identity is reported as that.
+    fn on_invoke(&mut self, line: usize, previous_ns: u64, event: &'a HistoryEvent) -> Result<(), Problem> {
         let client = event.client;
-        match self.clients.get(&client) {
-            Some(ClientState::Retired { line: info_line }) => {
-                return Err(Problem::ClientReusedAfterInfo { client, info_line: *info_line });
+        let state = match self.states.entry((client, event.id)) {
+            Entry::Vacant(vacant) => vacant,
+            Entry::Occupied(occupied) => {
+                return Err(match (occupied.get(), event.id) {
+                    (IdentityState::Retired { line: info_line }, None) => {
+                        Problem::ClientReusedAfterInfo { client, info_line: *info_line }
+                    }
+                    (IdentityState::Retired { line: info_line }, Some(id)) => {
+                        Problem::IdReusedAfterInfo { client, id, info_line: *info_line }
+                    }
+                    (IdentityState::Outstanding { line: outstanding_line, .. }, None) => {
+                        Problem::SecondInvoke { client, outstanding_line: *outstanding_line }
+                    }
+                    (IdentityState::Outstanding { line: outstanding_line, .. }, Some(id)) => {
+                        Problem::IdOutstanding { client, id, outstanding_line: *outstanding_line }
+                    }
+                });
             }
-            Some(ClientState::Outstanding { line: outstanding_line, .. }) => {
-                return Err(Problem::SecondInvoke { client, outstanding_line: *outstanding_line });
-            }
-            Some(ClientState::Idle { last_ns }) if event.time_ns < *last_ns => {
-                return Err(Problem::TimeWentBackwards { client, previous_ns: *last_ns, time_ns: event.time_ns });
-            }
-            Some(ClientState::Idle { .. }) | None => {}
+        };
+        if event.time_ns < previous_ns {
+            return Err(Problem::TimeWentBackwards { client, previous_ns, time_ns: event.time_ns });
         }
         // A read's invocation carries no value; one given anyway is ignored, not trusted.
         let value = match event.op {
@@ -413,9 +546,10 @@ impl<'a> Pairing<'a> {
                 Some(value)
             }
         };
-        self.clients.insert(client, ClientState::Outstanding { operation: self.operations.len(), line });
+        state.insert(IdentityState::Outstanding { operation: self.operations.len(), line });
         self.operations.push(OperationView {
             client,
+            id: event.id,
             op: event.op,
             key: &event.key,
             value,
@@ -426,17 +560,29 @@ impl<'a> Pairing<'a> {
         Ok(())
     }
 
-    fn on_completion(&mut self, line: usize, event: &'a HistoryEvent) -> Result<(), Problem> {
+    fn on_completion(&mut self, line: usize, previous_ns: u64, event: &'a HistoryEvent) -> Result<(), Problem> {
         let client = event.client;
-        let (index, invoke_line) = match self.clients.get(&client) {
-            Some(ClientState::Outstanding { operation, line }) => (*operation, *line),
-            Some(ClientState::Retired { line: info_line }) => {
+        let mut state = match self.states.entry((client, event.id)) {
+            Entry::Occupied(occupied) => occupied,
+            Entry::Vacant(_) => {
+                return Err(match event.id {
+                    None => Problem::CompletionWithoutInvoke { client },
+                    Some(id) => Problem::CompletionWithoutInvokeOfId { client, id },
+                });
+            }
+        };
+        let (index, invoke_line) = match (state.get(), event.id) {
+            (IdentityState::Outstanding { operation, line }, _) => (*operation, *line),
+            (IdentityState::Retired { line: info_line }, None) => {
                 return Err(Problem::ClientReusedAfterInfo { client, info_line: *info_line });
             }
-            Some(ClientState::Idle { .. }) | None => return Err(Problem::CompletionWithoutInvoke { client }),
+            (IdentityState::Retired { line: info_line }, Some(id)) => {
+                return Err(Problem::IdReusedAfterInfo { client, id, info_line: *info_line });
+            }
         };
         let operation = &mut self.operations[index];
-        check_completion_matches(operation, invoke_line, event)?;
+        debug_assert_eq!((operation.client, operation.id), (client, event.id));
+        check_completion_matches(operation, invoke_line, previous_ns, event)?;
         operation.completion_ns = Some(event.time_ns);
         operation.outcome = match event.kind {
             EventKind::Ok => Outcome::Ok,
@@ -446,20 +592,22 @@ impl<'a> Pairing<'a> {
         if operation.op == OpKind::Read && operation.outcome == Outcome::Ok {
             operation.value = event.value.as_deref();
         }
-        let state = match event.kind {
-            EventKind::Info => ClientState::Retired { line },
-            _ => ClientState::Idle { last_ns: event.time_ns },
-        };
-        self.clients.insert(client, state);
+        match event.kind {
+            EventKind::Info => _ = state.insert(IdentityState::Retired { line }),
+            _ => _ = state.remove(),
+        }
         Ok(())
     }
 }
 
 /// A completion must name the invocation it completes; a mismatch means the history's writer
 /// lost track of its clients, and checking such a history would prove nothing.
+/// `previous_ns` is the time of the client's latest event: the invocation, or a later event of a
+/// client with several operations outstanding.
 fn check_completion_matches(
     operation: &OperationView<'_>,
     invoke_line: usize,
+    previous_ns: u64,
     event: &HistoryEvent,
 ) -> Result<(), Problem> {
     let client = event.client;
@@ -473,8 +621,9 @@ fn check_completion_matches(
             invoke_line,
         });
     }
-    if event.time_ns < operation.invoke_ns {
-        return Err(Problem::TimeWentBackwards { client, previous_ns: operation.invoke_ns, time_ns: event.time_ns });
+    debug_assert!(operation.invoke_ns <= previous_ns);
+    if event.time_ns < previous_ns {
+        return Err(Problem::TimeWentBackwards { client, previous_ns, time_ns: event.time_ns });
     }
     if let (OpKind::Write | OpKind::Append, Some(value), Some(invoke_value)) =
         (event.op, event.value.as_deref(), operation.value)

@@ -2,7 +2,7 @@ use super::*;
 use proptest::prelude::*;
 
 fn event(client: u64, kind: EventKind, time_ns: u64, op: OpKind, key: &str, value: Option<&str>) -> HistoryEvent {
-    HistoryEvent { client, kind, time_ns, op, key: key.into(), value: value.map(Into::into) }
+    HistoryEvent { client, id: None, kind, time_ns, op, key: key.into(), value: value.map(Into::into) }
 }
 
 fn problem_of(text: &str) -> (usize, Problem) {
@@ -142,6 +142,154 @@ fn pairing_builds_operations_with_outcomes() {
     assert!(validate_history(&events).is_ok());
     let reused = [events.clone(), vec![event(2, EventKind::Invoke, 8, OpKind::Read, "b", None)]].concat();
     assert_eq!(validate_history(&reused).unwrap_err().line, 10);
+}
+
+/// `event` with operation id `id`.
+fn with_id(id: u64, mut event: HistoryEvent) -> HistoryEvent {
+    event.id = Some(id);
+    event
+}
+
+#[test]
+fn lines_without_ids_are_written_as_before_and_ids_round_trip() {
+    // Goal: histories without ids keep their exact JSON lines (the simulator's output must not
+    // change), and an id survives writing and parsing. Method: the exact line of an event
+    // without id; the same event with an id, written and parsed back.
+    let plain = event(3, EventKind::Invoke, 1200, OpKind::Write, "k1", Some("v5"));
+    let expected = r#"{"client":3,"kind":"invoke","time_ns":1200,"op":"write","key":"k1","value":"v5"}"#;
+    assert_eq!(plain.to_json_line(), expected);
+    let identified = with_id(7, plain);
+    let line = identified.to_json_line();
+    assert_eq!(line, r#"{"client":3,"id":7,"kind":"invoke","time_ns":1200,"op":"write","key":"k1","value":"v5"}"#);
+    assert_eq!(parse_history(&line).unwrap(), vec![identified]);
+    let null_id = r#"{"client":3,"id":null,"kind":"invoke","time_ns":1200,"op":"write","key":"k1","value":"v5"}"#;
+    assert_eq!(parse_history(null_id).unwrap()[0].id, None, "a null id is no id");
+}
+
+#[test]
+fn ids_pair_completions_of_a_pipelining_client() {
+    // Goal: with ids a client may have several operations outstanding, completed in any order;
+    // after an info it carries on under other ids, and an id whose operation completed ok or
+    // fail may be used again. Method: a client pipelines three operations, completes them out
+    // of order (one with info), invokes again reusing a completed id, and leaves one unfinished.
+    let events = vec![
+        with_id(1, event(1, EventKind::Invoke, 0, OpKind::Write, "a", Some("x"))),
+        with_id(2, event(1, EventKind::Invoke, 1, OpKind::Read, "a", None)),
+        with_id(3, event(1, EventKind::Invoke, 1, OpKind::Append, "b", Some("y"))),
+        with_id(2, event(1, EventKind::Ok, 2, OpKind::Read, "a", Some("x"))),
+        with_id(3, event(1, EventKind::Info, 3, OpKind::Append, "b", Some("y"))),
+        with_id(1, event(1, EventKind::Fail, 4, OpKind::Write, "a", None)),
+        with_id(1, event(1, EventKind::Invoke, 5, OpKind::Read, "b", None)),
+        with_id(4, event(1, EventKind::Invoke, 5, OpKind::Write, "b", Some("z"))),
+        with_id(1, event(1, EventKind::Ok, 6, OpKind::Read, "b", Some("z"))),
+    ];
+    let operations = pair_operations(&events).unwrap();
+    let summary: Vec<(Option<u64>, OpKind, Outcome, Option<u64>)> =
+        operations.iter().map(|o| (o.id, o.op, o.outcome, o.completion_ns)).collect();
+    assert_eq!(
+        summary,
+        [
+            (Some(1), OpKind::Write, Outcome::Fail, Some(4)),
+            (Some(2), OpKind::Read, Outcome::Ok, Some(2)),
+            (Some(3), OpKind::Append, Outcome::Info, Some(3)),
+            (Some(1), OpKind::Read, Outcome::Ok, Some(6)),
+            (Some(4), OpKind::Write, Outcome::Unfinished, None),
+        ]
+    );
+    assert_eq!(operations[1].value.as_deref(), Some("x"));
+    assert!(operations[1].to_string().starts_with("client 1 id 2 read -> \"x\""), "{}", operations[1]);
+    assert!(validate_history(&events).is_ok());
+}
+
+#[test]
+fn each_id_malformation_is_named() {
+    // Goal: every rule about operation ids has its own typed error, reported with its line and
+    // a message naming the client and id. Method: one minimal violating history per rule,
+    // checking the problem, the line and the message.
+    let invoke = |id: u64, time_ns: u64| {
+        format!(r#"{{"client":1,"id":{id},"kind":"invoke","time_ns":{time_ns},"op":"write","key":"a","value":"x"}}"#)
+    };
+    let complete = |kind: &str, id: u64| {
+        format!(r#"{{"client":1,"id":{id},"kind":"{kind}","time_ns":20,"op":"write","key":"a","value":"x"}}"#)
+    };
+    let plain = r#"{"client":1,"kind":"invoke","time_ns":10,"op":"write","key":"a","value":"x"}"#;
+    let read = r#"{"client":1,"id":2,"kind":"invoke","time_ns":10,"op":"read","key":"a"}"#;
+    let cases: Vec<(String, usize, ProblemTest, &str)> = vec![
+        (
+            format!("{}\n{}", invoke(1, 10), invoke(1, 11)),
+            2,
+            |p| matches!(p, Problem::IdOutstanding { client: 1, id: 1, outstanding_line: 1 }),
+            "line 2: client 1 invokes id 1 while its operation with that id, invoked on line 1, is outstanding",
+        ),
+        (
+            format!("{}\n{}", invoke(1, 10), complete("ok", 2)),
+            2,
+            |p| matches!(p, Problem::CompletionWithoutInvokeOfId { client: 1, id: 2 }),
+            "line 2: client 1 completes id 2, which is not outstanding",
+        ),
+        (
+            format!("{}\n{}\n{}", invoke(1, 10), complete("info", 1), invoke(1, 30)),
+            3,
+            |p| matches!(p, Problem::IdReusedAfterInfo { client: 1, id: 1, info_line: 2 }),
+            "line 3: client 1 uses id 1 again after its info on line 2",
+        ),
+        (
+            format!("{}\n{}\n{}", invoke(1, 10), complete("info", 1), complete("ok", 1)),
+            3,
+            |p| matches!(p, Problem::IdReusedAfterInfo { client: 1, id: 1, info_line: 2 }),
+            "line 3: client 1 uses id 1 again after its info on line 2",
+        ),
+        (
+            format!("{}\n{plain}", invoke(1, 10)),
+            2,
+            |p| matches!(p, Problem::MixedIds { client: 1, first_line: 1, first_has_id: true }),
+            "line 2: client 1 mixes events with and without an operation id: its first event (line 1) has an id \
+             and this one has none",
+        ),
+        (
+            format!("{plain}\n{}", invoke(1, 10)),
+            2,
+            |p| matches!(p, Problem::MixedIds { client: 1, first_line: 1, first_has_id: false }),
+            "line 2: client 1 mixes events with and without an operation id: its first event (line 1) has no id \
+             and this one has one",
+        ),
+        (
+            format!("{}\n{}", invoke(1, 10), invoke(2, 9)),
+            2,
+            |p| matches!(p, Problem::TimeWentBackwards { client: 1, previous_ns: 10, time_ns: 9 }),
+            "line 2: client 1's time goes backwards from 10 ns to 9 ns",
+        ),
+        (
+            format!("{}\n{}\n{}", invoke(1, 10), invoke(2, 30), complete("ok", 1)),
+            3,
+            |p| matches!(p, Problem::TimeWentBackwards { client: 1, previous_ns: 30, time_ns: 20 }),
+            "line 3: client 1's time goes backwards from 30 ns to 20 ns",
+        ),
+        (
+            format!("{}\n{read}\n{}", invoke(1, 10), complete("ok", 2)),
+            3,
+            |p| matches!(p, Problem::Mismatch { op: OpKind::Write, invoke_op: OpKind::Read, invoke_line: 2, .. }),
+            "line 3: client 1 completes write on \"a\" but invoked read on \"a\" (line 2)",
+        ),
+        (
+            format!("{}\n{}", invoke(1, 10), complete("ok", 1).replace("\"x\"", "\"y\"")),
+            2,
+            |p| matches!(p, Problem::ValueMismatch { client: 1, .. }),
+            "line 2: client 1 completes write of \"y\" but invoked it with \"x\"",
+        ),
+        (
+            invoke(1, 10).replace(r#","value":"x""#, ""),
+            1,
+            |p| matches!(p, Problem::MissingValue { client: 1, op: OpKind::Write }),
+            "line 1: client 1 invokes write without a value",
+        ),
+    ];
+    for (text, line, expected, message) in cases {
+        let error = parse_history(&text).expect_err("the history is malformed");
+        assert_eq!(error.line, line, "{text}");
+        assert!(expected(&error.problem), "{text}: {}", error.problem);
+        assert_eq!(error.to_string(), message, "{text}");
+    }
 }
 
 #[test]

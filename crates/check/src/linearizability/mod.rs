@@ -179,7 +179,7 @@ pub fn check_linearizable_with(events: &[HistoryEvent], options: &CheckOptions) 
             Err(KeyFailure::Stuck { operation, states, open }) => {
                 let mut concurrent: Vec<Operation> =
                     open.iter().map(|&index| operations[index].to_operation()).collect();
-                concurrent.sort_by_key(|operation| (operation.invoke_ns, operation.client));
+                concurrent.sort_by_key(|operation| (operation.invoke_ns, operation.client, operation.id));
                 let operation = Box::new(operations[operation].to_operation());
                 return Err(Violation::NotLinearizable { key: key.to_string(), operation, states, concurrent });
             }

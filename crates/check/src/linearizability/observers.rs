@@ -284,7 +284,16 @@ mod tests {
     }
 
     fn operation(op: OpKind, value: Option<&str>, outcome: Outcome, completion_ns: u64) -> OperationView<'_> {
-        OperationView { client: 1, op, key: "k", value, invoke_ns: 0, completion_ns: Some(completion_ns), outcome }
+        OperationView {
+            client: 1,
+            id: None,
+            op,
+            key: "k",
+            value,
+            invoke_ns: 0,
+            completion_ns: Some(completion_ns),
+            outcome,
+        }
     }
 
     #[test]

@@ -27,6 +27,7 @@ fn on_key(
     let invoke_value = if op == OpKind::Read { None } else { value.map(String::from) };
     let mut events = vec![HistoryEvent {
         client,
+        id: None,
         kind: EventKind::Invoke,
         time_ns: invoke_ns,
         op,
@@ -35,7 +36,7 @@ fn on_key(
     }];
     if let Some((kind, time_ns)) = end {
         let value = if op == OpKind::Read && kind != EventKind::Ok { None } else { value.map(String::from) };
-        events.push(HistoryEvent { client, kind, time_ns, op, key: key.into(), value });
+        events.push(HistoryEvent { client, id: None, kind, time_ns, op, key: key.into(), value });
     }
     events
 }

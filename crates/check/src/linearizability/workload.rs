@@ -149,6 +149,7 @@ fn events_of(planned: &[Planned]) -> Vec<HistoryEvent> {
         };
         let event = |kind, time_ns, value| HistoryEvent {
             client: operation.client,
+            id: None,
             kind,
             time_ns,
             op: operation.op,
