@@ -9,7 +9,9 @@
 //! completion; a `fail` operation never took effect and is dropped; an `info` operation, or
 //! one never completed, may take effect at any time after its invocation, or never. A read
 //! that did not complete `ok` says nothing and is dropped. Real-time order: A precedes B only
-//! if A completed strictly before B was invoked; equal times count as concurrent.
+//! if A completed strictly before B was invoked; equal times count as concurrent. Clients play
+//! no part in the order: overlapping operations of one pipelining client (see
+//! `crate::history`) are as concurrent as those of two clients.
 //!
 //! Each key is searched with the frontier algorithm described in `frontier.rs`;
 //! `docs/history.md` explains it for users.

@@ -4,7 +4,8 @@
 //! per-key split of the fast checker is tested too): ok operations must all appear, info and
 //! unfinished writes and appends may appear or not, failed operations and reads without an ok
 //! never appear. An order is legal when every read returns what the model holds at that point
-//! and no operation comes before one that completed strictly before it was invoked.
+//! and no operation comes before one that completed strictly before it was invoked. Clients
+//! play no part, so a pipelining client's overlapping operations are concurrent here too.
 
 use crate::history::{HistoryEvent, OpKind, Operation, Outcome, pair_operations};
 use std::collections::BTreeMap;

@@ -1,7 +1,7 @@
 use super::oracle;
 use super::workload::{SplitMix, Workload};
 use super::*;
-use crate::history::EventKind;
+use crate::history::{EventKind, pair_operations};
 use proptest::prelude::*;
 
 /// The two events of an operation on key `k`; `end` is the completion's kind and time, `None`
@@ -55,6 +55,21 @@ fn read(client: u64, result: Option<&str>, invoke_ns: u64, ok_ns: u64) -> Vec<Hi
 
 fn history(parts: Vec<Vec<HistoryEvent>>) -> Vec<HistoryEvent> {
     parts.concat()
+}
+
+/// An operation's events, named by operation id `id`, as a pipelining client writes them.
+fn with_id(id: u64, mut events: Vec<HistoryEvent>) -> Vec<HistoryEvent> {
+    for event in &mut events {
+        event.id = Some(id);
+    }
+    events
+}
+
+/// The events sorted by time, keeping their order at equal times: operations written one after
+/// another become the interleaving a pipelining client records.
+fn in_time_order(mut events: Vec<HistoryEvent>) -> Vec<HistoryEvent> {
+    events.sort_by_key(|event| event.time_ns);
+    events
 }
 
 fn passes(events: &[HistoryEvent]) -> bool {
@@ -282,6 +297,67 @@ fn keys_are_checked_independently() {
 }
 
 #[test]
+fn pipelined_operations_of_one_client_are_concurrent() {
+    // Goal: overlapping operations of one client have no order between them: neither the
+    // client nor the order of invocation orders them. Method: client 1 pipelines a write of a
+    // and a write of b, and a later read sees a, which needs b to take effect first; client 1
+    // also pipelines a write of x and a read that returns before x lands. Both pass, and their
+    // one-at-a-time versions (the second operation invoked after the first completed) fail.
+    let pipelined_writes = in_time_order(history(vec![
+        with_id(1, write(1, "a", 0, 10)),
+        with_id(2, write(1, "b", 1, 10)),
+        read(2, Some("a"), 20, 21),
+    ]));
+    assert!(agreed_verdict(&pipelined_writes));
+    let one_at_a_time = history(vec![write(1, "a", 0, 5), write(1, "b", 6, 10), read(2, Some("a"), 20, 21)]);
+    assert!(!agreed_verdict(&one_at_a_time));
+
+    let write_and_read = in_time_order(history(vec![with_id(1, write(1, "x", 0, 3)), with_id(2, read(1, None, 1, 2))]));
+    assert!(agreed_verdict(&write_and_read));
+    assert!(!agreed_verdict(&history(vec![write(1, "x", 0, 1), read(1, None, 2, 3)])));
+}
+
+#[test]
+fn non_linearizable_pipelined_history_fails() {
+    // Goal: pipelining excuses no real violation, and the report names the operation by client
+    // and id. Method: client 1 pipelines writes of a and b and, while they are open, reads that
+    // see a, then b, then a again: the third read would need a written twice.
+    let events = in_time_order(history(vec![
+        with_id(1, write(1, "a", 0, 10)),
+        with_id(2, write(1, "b", 1, 10)),
+        with_id(3, read(1, Some("a"), 2, 3)),
+        with_id(4, read(1, Some("b"), 4, 5)),
+        with_id(5, read(1, Some("a"), 6, 7)),
+    ]));
+    assert!(!agreed_verdict(&events));
+    let Err(violation) = check_linearizable(&events) else { panic!("the third read must fail") };
+    let Violation::NotLinearizable { operation, concurrent, .. } = &violation else { panic!("{violation}") };
+    assert_eq!((operation.client, operation.id), (1, Some(5)));
+    let concurrent_ids: Vec<Option<u64>> = concurrent.iter().map(|operation| operation.id).collect();
+    assert_eq!(concurrent_ids, [Some(1), Some(2)], "both open writes are reported");
+    assert!(violation.to_string().contains("client 1 id 5 read -> \"a\""), "{violation}");
+}
+
+#[test]
+fn pipelining_client_carries_on_after_an_info() {
+    // Goal: with ids, a client that lost an operation keeps invoking others (reusing ids whose
+    // operations completed), and the lost operation may land after them, at most once. Method:
+    // client 1's write of a (id 1) ends in info; the same client then writes b and reads b,
+    // and later reads a: only the lost write landing late explains it. Seeing a after a
+    // further write of b fails: the lost write cannot land twice.
+    let carried_on = vec![
+        with_id(1, operation(1, OpKind::Write, Some("a"), 0, Some((EventKind::Info, 5)))),
+        with_id(2, write(1, "b", 10, 20)),
+        with_id(3, read(1, Some("b"), 30, 31)),
+        with_id(2, read(1, Some("a"), 40, 41)),
+    ];
+    assert!(agreed_verdict(&in_time_order(history(carried_on.clone()))));
+    let landing_twice =
+        [carried_on, vec![with_id(4, write(1, "b", 50, 51)), with_id(5, read(1, Some("a"), 60, 61))]].concat();
+    assert!(!agreed_verdict(&in_time_order(history(landing_twice))));
+}
+
+#[test]
 fn malformed_events_are_reported() {
     // Goal: events not parsed from text are validated too. Method: a completion without invoke.
     let mut events = read(1, None, 0, 1);
@@ -336,31 +412,62 @@ fn generated_faulty_histories_pass_and_a_corrupted_read_fails() {
     // in them is found. Method: generated linearizable workloads on several seeds; then each
     // has one ok read changed to a value nobody wrote.
     for seed in 0..6 {
-        let workload = Workload {
-            clients: 12,
-            keys: 3,
-            operations: 6_000,
-            seed,
-            write_percent: 30,
-            append_percent: 15,
-            fail_percent: 3,
-            info_percent: 3,
-        };
-        let mut events = workload.generate();
-        let stats = check_linearizable(&events).unwrap_or_else(|violation| panic!("seed {seed}: {violation}"));
-        assert!(stats.operations_indeterminate > 0 && stats.operations_failed > 0);
-        let position = events.len() / 2
-            + events[events.len() / 2..]
-                .iter()
-                .position(|event| event.op == OpKind::Read && event.kind == EventKind::Ok)
-                .expect("a read completes in the second half");
-        events[position].value = Some("never written".into());
-        let Err(Violation::NotLinearizable { key, operation, .. }) = check_linearizable(&events) else {
-            panic!("seed {seed}: the corrupted read must be found")
-        };
-        assert_eq!(key, events[position].key);
-        assert_eq!(operation.client, events[position].client);
+        passes_then_fails_when_corrupted(seed, 12, 1);
     }
+}
+
+#[test]
+fn generated_pipelined_histories_pass_and_a_corrupted_read_fails() {
+    // Goal: the same with clients that keep up to three operations outstanding and carry on
+    // after an info, so that a client's own operations overlap. Method: as above with 4
+    // clients (as many operations open at once as 12 one-at-a-time clients: 12 pipelining 4
+    // deep make keys too ambiguous for the default limits), plus a check that the histories
+    // really overlap operations of one client.
+    for seed in 0..6 {
+        let events = passes_then_fails_when_corrupted(seed, 4, 3);
+        let operations = pair_operations(&events).expect("generated histories are well formed");
+        // Operations come in invocation order; an overlap shows as an invocation before the
+        // completion of the client's previous operation.
+        let mut previous_end_ns = std::collections::BTreeMap::new();
+        let overlapping = operations.iter().any(|operation| {
+            let end_ns = operation.completion_ns.unwrap_or(u64::MAX);
+            previous_end_ns.insert(operation.client, end_ns).is_some_and(|previous| previous > operation.invoke_ns)
+        });
+        assert!(overlapping, "seed {seed}: no client had two operations outstanding");
+    }
+}
+
+/// Generates a history (3 keys, 6,000 operations), checks that it passes, then corrupts one ok
+/// read in its second half and checks that exactly that read is reported. Returns the
+/// uncorrupted history.
+fn passes_then_fails_when_corrupted(seed: u64, clients: u64, pipeline_depth: usize) -> Vec<HistoryEvent> {
+    let workload = Workload {
+        clients,
+        keys: 3,
+        operations: 6_000,
+        seed,
+        write_percent: 30,
+        append_percent: 15,
+        fail_percent: 3,
+        info_percent: 3,
+        pipeline_depth,
+    };
+    let events = workload.generate();
+    let stats = check_linearizable(&events).unwrap_or_else(|violation| panic!("seed {seed}: {violation}"));
+    assert!(stats.operations_indeterminate > 0 && stats.operations_failed > 0);
+    let position = events.len() / 2
+        + events[events.len() / 2..]
+            .iter()
+            .position(|event| event.op == OpKind::Read && event.kind == EventKind::Ok)
+            .expect("a read completes in the second half");
+    let mut corrupted = events.clone();
+    corrupted[position].value = Some("never written".into());
+    let Err(Violation::NotLinearizable { key, operation, .. }) = check_linearizable(&corrupted) else {
+        panic!("seed {seed}: the corrupted read must be found")
+    };
+    assert_eq!(key, corrupted[position].key);
+    assert_eq!((operation.client, operation.id), (corrupted[position].client, corrupted[position].id));
+    events
 }
 
 #[test]
@@ -378,6 +485,7 @@ fn one_million_operations_check_quickly() {
         append_percent: 10,
         fail_percent: 1,
         info_percent: 1,
+        pipeline_depth: 1,
     };
     let events = workload.generate();
     let stats = check_linearizable(&events).unwrap_or_else(|violation| panic!("{violation}"));
@@ -406,9 +514,19 @@ struct Scripted {
 
 const WRONG_VALUES: [Option<&str>; 5] = [None, Some("a"), Some("b"), Some("ab"), Some("ba")];
 
+/// One client's script in the random comparison with the oracle.
+#[derive(Clone, Debug)]
+struct ClientScript {
+    /// Whether the client pipelines: it names operations by id, invokes each without waiting for
+    /// the one before, and carries on after an info or an unfinished operation.
+    pipelined: bool,
+    steps: Vec<Scripted>,
+}
+
 /// A scripted operation, timed and with its point of effect, before it becomes events.
 struct Timed {
     client: u64,
+    id: Option<u64>,
     op: OpKind,
     key: String,
     value: Option<String>,
@@ -422,7 +540,7 @@ struct Timed {
 
 /// Builds a history from client scripts: linearizable by construction unless a read is
 /// corrupted (which may still happen to be right).
-fn scripted_history(clients: &[Vec<Scripted>], keys: u8, operations_max: usize) -> Vec<HistoryEvent> {
+fn scripted_history(clients: &[ClientScript], keys: u8, operations_max: usize) -> Vec<HistoryEvent> {
     let mut timed = time_scripts(clients, keys, operations_max);
     run_in_point_order(&mut timed);
     let mut events = Vec::new();
@@ -431,25 +549,25 @@ fn scripted_history(clients: &[Vec<Scripted>], keys: u8, operations_max: usize) 
         if let (OpKind::Read, Some(wrong)) = (operation.op, operation.corrupt) {
             value = WRONG_VALUES[usize::from(wrong) % WRONG_VALUES.len()];
         }
-        events.extend(on_key(
-            &operation.key,
-            operation.client,
-            operation.op,
-            value,
-            operation.invoke_ns,
-            operation.end,
-        ));
+        let operation_events =
+            on_key(&operation.key, operation.client, operation.op, value, operation.invoke_ns, operation.end);
+        match operation.id {
+            Some(id) => events.extend(with_id(id, operation_events)),
+            None => events.extend(operation_events),
+        }
     }
-    events
+    // A pipelining client's events interleave; a client without ids keeps its order.
+    in_time_order(events)
 }
 
-/// Lays each client's script out in time; a client stops after an info or an unfinished
-/// operation, as the format requires.
-fn time_scripts(clients: &[Vec<Scripted>], keys: u8, operations_max: usize) -> Vec<Timed> {
+/// Lays each client's script out in time. A client without ids invokes after its previous
+/// operation completed and stops after an info or an unfinished operation, as the format
+/// requires; a pipelining client invokes after its previous invocation and carries on.
+fn time_scripts(clients: &[ClientScript], keys: u8, operations_max: usize) -> Vec<Timed> {
     let mut timed = Vec::new();
     for (client, script) in clients.iter().enumerate() {
         let mut time_ns = 0;
-        for step in script.iter().take(operations_max.saturating_sub(timed.len())) {
+        for (index, step) in script.steps.iter().take(operations_max.saturating_sub(timed.len())).enumerate() {
             let invoke_ns = time_ns + step.gap_ns;
             let completion_ns = invoke_ns + step.duration_ns;
             let (op, value) = match step.op % 3 {
@@ -466,7 +584,13 @@ fn time_scripts(clients: &[Vec<Scripted>], keys: u8, operations_max: usize) -> V
                 _ => (Some((EventKind::Ok, completion_ns)), Some(invoke_ns * 100 + step.point * step.duration_ns)),
             };
             let key = format!("k{}", step.key % keys);
-            timed.push(Timed { client: client as u64, op, key, value, invoke_ns, end, point, corrupt: step.corrupt });
+            let id = script.pipelined.then_some(index as u64);
+            let client = client as u64;
+            timed.push(Timed { client, id, op, key, value, invoke_ns, end, point, corrupt: step.corrupt });
+            if script.pipelined {
+                time_ns = invoke_ns;
+                continue;
+            }
             time_ns = completion_ns;
             if matches!(step.outcome, 1 | 2) {
                 break;
@@ -509,17 +633,23 @@ fn scripted_strategy() -> impl Strategy<Value = Scripted> {
         })
 }
 
+fn client_script_strategy() -> impl Strategy<Value = ClientScript> {
+    (any::<bool>(), prop::collection::vec(scripted_strategy(), 1..=3))
+        .prop_map(|(pipelined, steps)| ClientScript { pipelined, steps })
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(4000))]
 
     #[test]
     fn checker_agrees_with_the_oracle(
-        clients in prop::collection::vec(prop::collection::vec(scripted_strategy(), 1..=3), 1..=4),
+        clients in prop::collection::vec(client_script_strategy(), 1..=4),
         keys in 1u8..=3,
     ) {
         // Goal: the fast checker gives the oracle's verdict on small random histories with
         // concurrent operations on one to three keys, info, unfinished and failed operations,
-        // and reads that are sometimes wrong. Method: compare both on scripted histories.
+        // pipelining clients (whose own operations overlap) and reads that are sometimes
+        // wrong. Method: compare both on scripted histories.
         let events = scripted_history(&clients, keys, 9);
         let fast = passes(&events);
         let slow = oracle::is_linearizable(&events).expect("scripted histories are well formed");
@@ -530,19 +660,27 @@ proptest! {
 #[test]
 fn random_comparison_sees_both_verdicts() {
     // Goal: the random comparison with the oracle is not vacuous: it meets linearizable and
-    // non-linearizable histories in good numbers. Method: 5,000 histories from the same script
-    // builder, drawn with a seeded generator, counting the verdicts (each checked against the
-    // oracle).
+    // non-linearizable histories in good numbers, with and without pipelining clients. Method:
+    // 8,000 histories from the same script builder, drawn with a seeded generator, half of them
+    // with clients that may pipeline, counting the verdicts by whether a client pipelines (each
+    // verdict checked against the oracle).
     let mut random = SplitMix::new(42);
-    let mut verdicts = [0usize; 2];
-    for _ in 0..5_000 {
-        let clients: Vec<Vec<Scripted>> = (0..1 + random.below(4))
-            .map(|_| (0..1 + random.below(3)).map(|_| random_scripted(&mut random)).collect())
+    let mut verdicts = [[0usize; 2]; 2];
+    for _ in 0..8_000 {
+        let may_pipeline = random.percent(50);
+        let clients: Vec<ClientScript> = (0..1 + random.below(4))
+            .map(|_| ClientScript {
+                pipelined: may_pipeline && random.percent(50),
+                steps: (0..1 + random.below(3)).map(|_| random_scripted(&mut random)).collect(),
+            })
             .collect();
         let events = scripted_history(&clients, 1 + random.below(3) as u8, 9);
-        verdicts[usize::from(agreed_verdict(&events))] += 1;
+        let pipelined = events.iter().any(|event| event.id.is_some());
+        verdicts[usize::from(pipelined)][usize::from(agreed_verdict(&events))] += 1;
     }
-    assert!(verdicts[0] > 500 && verdicts[1] > 500, "verdicts (fail, pass): {verdicts:?}");
+    let [plain, pipelined] = verdicts;
+    assert!(plain.iter().all(|&count| count > 300), "verdicts without pipelining (fail, pass): {plain:?}");
+    assert!(pipelined.iter().all(|&count| count > 300), "verdicts with pipelining (fail, pass): {pipelined:?}");
 }
 
 fn random_scripted(random: &mut SplitMix) -> Scripted {

@@ -1,12 +1,14 @@
 //! Generated histories that are linearizable by construction, for tests.
 //!
-//! Each client runs operations back to back; every operation that takes effect gets a
-//! linearization point inside its interval (ok) or anywhere after its invocation (info, taken
-//! with even odds), and reads return what the store holds at their point. A client that gets an
-//! info is replaced by one with a fresh id, as the format requires.
+//! Each client runs operations back to back, or with up to `pipeline_depth` outstanding at once;
+//! every operation that takes effect gets a linearization point inside its interval (ok) or
+//! anywhere after its invocation (info, taken with even odds), and reads return what the store
+//! holds at their point. A client with one operation at a time that gets an info is replaced by
+//! one with a fresh id, as the format requires; a pipelining client names its operations by id
+//! and carries on after an info.
 
 use crate::history::{EventKind, HistoryEvent, OpKind};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 
 /// A small deterministic generator (SplitMix64): tests must not depend on outside randomness.
 pub(super) struct SplitMix(u64);
@@ -49,11 +51,14 @@ pub(super) struct Workload {
     /// Chances in percent of each outcome; the rest are ok.
     pub(super) fail_percent: u64,
     pub(super) info_percent: u64,
+    /// Most operations a client has outstanding at once; above 1 its events carry ids.
+    pub(super) pipeline_depth: usize,
 }
 
 /// One generated operation before it becomes events.
 struct Planned {
     client: u64,
+    id: Option<u64>,
     op: OpKind,
     key: String,
     value: Option<String>,
@@ -77,13 +82,24 @@ impl Workload {
         let per_client = self.operations.div_ceil(self.clients as usize);
         let mut next_client = self.clients;
         let mut planned = Vec::with_capacity(self.operations);
+        assert!(self.pipeline_depth >= 1, "a client has room for at least one operation");
+        let pipelined = self.pipeline_depth > 1;
         for lane in 0..self.clients {
             let mut client = lane;
             let mut time_ns = random.below(100);
+            // Completions of the lane's latest invocations: once the window is full, the next
+            // invocation waits for the oldest, so at most `pipeline_depth` are ever outstanding.
+            let mut window: VecDeque<u64> = VecDeque::with_capacity(self.pipeline_depth);
             for _ in 0..per_client.min(self.operations - planned.len()) {
-                let operation = self.plan_one(random, client, time_ns, planned.len());
-                time_ns = operation.completion_ns;
-                if operation.outcome == EventKind::Info {
+                if window.len() == self.pipeline_depth {
+                    time_ns = time_ns.max(window.pop_front().expect("the window is full"));
+                }
+                let mut operation = self.plan_one(random, client, time_ns, planned.len());
+                time_ns = operation.invoke_ns;
+                window.push_back(operation.completion_ns);
+                if pipelined {
+                    operation.id = Some(planned.len() as u64);
+                } else if operation.outcome == EventKind::Info {
                     client = next_client;
                     next_client += 1;
                 }
@@ -115,7 +131,7 @@ impl Workload {
             (EventKind::Ok, Some(invoke_ns + random.below(duration_ns + 1)))
         };
         let key = format!("k{}", random.below(self.keys));
-        Planned { client, op, key, value, invoke_ns, completion_ns, outcome, point_ns }
+        Planned { client, id: None, op, key, value, invoke_ns, completion_ns, outcome, point_ns }
     }
 }
 
@@ -149,7 +165,7 @@ fn events_of(planned: &[Planned]) -> Vec<HistoryEvent> {
         };
         let event = |kind, time_ns, value| HistoryEvent {
             client: operation.client,
-            id: None,
+            id: operation.id,
             kind,
             time_ns,
             op: operation.op,
