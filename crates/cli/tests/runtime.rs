@@ -231,7 +231,7 @@ struct Load {
 }
 
 fn record(load: &Load, client: u64, kind: EventKind, op: OpKind, key: &str, value: Option<String>) {
-    let event = HistoryEvent { client, kind, time_ns: now_ns(), op, key: key.to_string(), value };
+    let event = HistoryEvent { client, id: None, kind, time_ns: now_ns(), op, key: key.to_string(), value };
     load.history.lock().expect("history lock").push(event);
 }
 

@@ -865,6 +865,7 @@ impl<P: Protocol> World<P> {
         for (index, part) in generated.parts.iter().enumerate() {
             self.history.push(HistoryEvent {
                 client: history_client(state.process, index),
+                id: None,
                 kind: EventKind::Invoke,
                 time_ns: self.now,
                 op: part.kind,
@@ -924,7 +925,15 @@ impl<P: Protocol> World<P> {
                 (false, _) => (EventKind::Ok, part.value),
             };
             let client = history_client(state.process, index);
-            self.history.push(HistoryEvent { client, kind, time_ns: self.now, op: part.kind, key: part.key, value });
+            self.history.push(HistoryEvent {
+                client,
+                id: None,
+                kind,
+                time_ns: self.now,
+                op: part.kind,
+                key: part.key,
+                value,
+            });
         }
         self.schedule(self.now, Event::ClientNext { client });
     }
@@ -936,6 +945,7 @@ impl<P: Protocol> World<P> {
         for (index, part) in outstanding.parts.into_iter().enumerate() {
             self.history.push(HistoryEvent {
                 client: history_client(state.process, index),
+                id: None,
                 kind: EventKind::Info,
                 time_ns: self.now,
                 op: part.kind,

@@ -20,7 +20,7 @@
 use ordo_core::{CommandResult, GlobalChecker, NodeId, Protocol, RequestId};
 use std::collections::BTreeMap;
 use std::fmt;
-use xxhash_rust::xxh3::Xxh3Default;
+use xxhash_rust::xxh3::{xxh3_64, xxh3_64_with_seed};
 
 /// Most ops the checker remembers (see the module docs).
 pub const OPS_WINDOW: usize = 1 << 19;
@@ -195,50 +195,33 @@ impl<P: Protocol<Observation = Observation>> GlobalChecker<P> for LogAgreement {
 
 /// A digest of what executing an entry did: `applied` (false: skipped as a duplicate) and the
 /// result the replica got (a duplicate's cached result, if any). Deterministic replicas that
-/// executed the same log get the same digest; it is never [`NOT_EXECUTED`]. Allocates nothing.
+/// executed the same log get the same digest; it is never [`NOT_EXECUTED`]. Allocates nothing:
+/// each piece is hashed in one shot, seeded with the digest so far.
 pub fn execution_digest(applied: bool, result: Option<&CommandResult>) -> u64 {
-    let mut hasher = Xxh3Default::new();
-    hasher.update(&[u8::from(applied), u8::from(result.is_some())]);
+    let mut digest = xxh3_64(&[u8::from(applied), u8::from(result.is_some())]);
     if let Some(result) = result {
-        hash_result(&mut hasher, result);
+        digest = result_digest(digest, result);
     }
-    hasher.digest().max(NOT_EXECUTED + 1)
+    digest.max(NOT_EXECUTED + 1)
 }
 
-/// Feeds a result to `hasher`, each variant with its own tag and every length before its bytes
-/// (so that no two results feed the same bytes).
-fn hash_result(hasher: &mut Xxh3Default, result: &CommandResult) {
-    let bytes = |hasher: &mut Xxh3Default, bytes: &[u8]| {
-        hasher.update(&(bytes.len() as u64).to_le_bytes());
-        hasher.update(bytes);
-    };
+/// Chains `result` onto `digest`: each variant with its own tag, every byte string with its
+/// length (so that no two results chain the same pieces).
+fn result_digest(digest: u64, result: &CommandResult) -> u64 {
+    let piece = |digest: u64, bytes: &[u8]| xxh3_64_with_seed(bytes, digest);
+    let bytes = |digest: u64, bytes: &[u8]| piece(piece(digest, &(bytes.len() as u64).to_le_bytes()), bytes);
     match result {
-        CommandResult::Ok => hasher.update(&[0]),
-        CommandResult::Nil => hasher.update(&[1]),
-        CommandResult::Value(value) => {
-            hasher.update(&[2]);
-            bytes(hasher, value);
-        }
-        CommandResult::Integer(integer) => {
-            hasher.update(&[3]);
-            hasher.update(&integer.to_le_bytes());
-        }
+        CommandResult::Ok => piece(digest, &[0]),
+        CommandResult::Nil => piece(digest, &[1]),
+        CommandResult::Value(value) => bytes(piece(digest, &[2]), value),
+        CommandResult::Integer(integer) => piece(piece(digest, &[3]), &integer.to_le_bytes()),
         CommandResult::Values(values) => {
-            hasher.update(&[4]);
-            hasher.update(&(values.len() as u64).to_le_bytes());
-            for value in values {
-                match value {
-                    Some(value) => {
-                        hasher.update(&[1]);
-                        bytes(hasher, value);
-                    }
-                    None => hasher.update(&[0]),
-                }
-            }
+            let count = piece(piece(digest, &[4]), &(values.len() as u64).to_le_bytes());
+            values.iter().fold(count, |digest, value| match value {
+                Some(value) => bytes(piece(digest, &[1]), value),
+                None => piece(digest, &[0]),
+            })
         }
-        CommandResult::Error(message) => {
-            hasher.update(&[5]);
-            bytes(hasher, message.as_bytes());
-        }
+        CommandResult::Error(message) => bytes(piece(digest, &[5]), message.as_bytes()),
     }
 }
