@@ -21,12 +21,12 @@ pub mod stats;
 pub mod time;
 
 pub use command::{Command, CommandResult, Key, Value};
+pub use driver::{Action, Deadline, NodeRunner, RunnerSetup, Targets, TimerFiring, node_seed};
 pub use ids::{ClientId, NodeId, RequestId};
 pub use kv::{KeyDigest, KvStore, StateMachine, snapshot_interval};
 pub use node::{
-    AsAny, CrashModel, Destinations, Effect, FailureBudget, GlobalChecker, Node, NodeContext, NodeSpec, Outbox, PersistMode, PersistTicket, Protocol, Role,
-    Submission, Topology, shard_of_key,
+    AsAny, CrashModel, Destinations, Effect, FailureBudget, GlobalChecker, Node, NodeContext, NodeSpec, Outbox,
+    PersistMode, PersistTicket, Protocol, Role, Submission, Topology, shard_of_key,
 };
-pub use driver::{Action, Deadline, NodeRunner, RunnerSetup, Targets, TimerFiring, node_seed};
 pub use stats::NodeStats;
 pub use time::{Clock, ClockReading};

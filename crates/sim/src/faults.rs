@@ -300,8 +300,14 @@ mod tests {
     fn plan(seed: u64, f: usize, crash_model: CrashModel) -> Vec<Fault> {
         let shards: Vec<Vec<u32>> = SHARDS.iter().map(|shard| shard.to_vec()).collect();
         let all_nodes: Vec<u32> = (0..12).collect();
-        let scope =
-            RandomPlanScope { shards: &shards, all_nodes: &all_nodes, f, crash_model, duration_ns: 2_000_000_000, extra_roles: &[] };
+        let scope = RandomPlanScope {
+            shards: &shards,
+            all_nodes: &all_nodes,
+            f,
+            crash_model,
+            duration_ns: 2_000_000_000,
+            extra_roles: &[],
+        };
         FaultPlan { random: true, ..FaultPlan::default() }.draw_random(&mut ChaCha8Rng::seed_from_u64(seed), &scope)
     }
 

@@ -1,7 +1,7 @@
 //! Turns a finished world into its report: percentiles, per-site and per-node figures, checks.
 
-use crate::report::{LatencySummary, NodeReport, SimReport, SiteSummary};
 use crate::report::FaultSummary;
+use crate::report::{LatencySummary, NodeReport, SimReport, SiteSummary};
 use crate::world::World;
 use hdrhistogram::Histogram;
 use ordo_core::{Protocol, Role};

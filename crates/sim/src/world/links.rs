@@ -1,0 +1,105 @@
+//! The network: FIFO links with a delay and jitter per message, and the network faults
+//! (partitions, loss, duplication, reordering) that fault events switch on and off.
+
+use super::*;
+
+/// Per-link order: each link is FIFO unless a reorder fault delays a message on purpose.
+#[derive(Default)]
+pub(crate) struct LinkState {
+    /// Messages sent on the link so far.
+    pub(super) sent: u64,
+    /// The latest arrival time scheduled on the link: a later message never arrives before it.
+    pub(super) last_arrival_ns: u64,
+    /// The highest link sequence number delivered so far.
+    pub(super) delivered: Option<u64>,
+}
+
+/// Network fault state, changed by fault events.
+#[derive(Default)]
+pub(crate) struct NetworkFaults {
+    pub(super) partitions: Vec<(usize, Vec<bool>)>,
+    pub(super) loss: Vec<(usize, f64)>,
+    pub(super) duplicate: Vec<(usize, f64)>,
+    pub(super) reorder: Vec<(usize, f64, u64)>,
+}
+
+impl<P: Protocol> World<P> {
+    pub(super) fn transmit_all(
+        &mut self,
+        from: NodeId,
+        to: &Targets,
+        message: P::Message,
+        size: usize,
+        depart_ns: u64,
+    ) {
+        let count = to.len();
+        for (index, target) in to.iter().enumerate() {
+            if index + 1 == count {
+                self.transmit(from, target, message, size, depart_ns);
+                return;
+            }
+            self.transmit(from, target, message.clone(), size, depart_ns);
+        }
+    }
+
+    pub(super) fn transmit(&mut self, from: NodeId, to: NodeId, message: P::Message, size: usize, depart_ns: u64) {
+        let sender = &mut self.nodes[from.index()].traffic;
+        sender.messages_sent += 1;
+        sender.bytes_sent += size as u64;
+        self.outcome.network.sent += 1;
+        let link = self.links.entry((from, to)).or_default();
+        let sequence = link.sent;
+        link.sent += 1;
+        if from == to {
+            let input = Input::Message { from, message, size, sequence };
+            self.schedule(depart_ns, Event::Arrive { to, input });
+            return;
+        }
+        if self.network_faults.partitions.iter().any(|(_, side)| side[from.index()] != side[to.index()]) {
+            self.outcome.network.dropped_partition += 1;
+            return;
+        }
+        let loss: f64 = self.network_faults.loss.iter().map(|(_, p)| *p).fold(0.0, f64::max);
+        if loss > 0.0 && self.network_rng.random_bool(loss) {
+            self.outcome.network.dropped_loss += 1;
+            return;
+        }
+        let duplicate: f64 = self.network_faults.duplicate.iter().map(|(_, p)| *p).fold(0.0, f64::max);
+        if duplicate > 0.0 && self.network_rng.random_bool(duplicate) {
+            self.outcome.network.duplicated += 1;
+            let arrival = self.arrival_ns(from, to, depart_ns);
+            let input = Input::Message { from, message: message.clone(), size, sequence };
+            self.schedule(arrival, Event::Arrive { to, input });
+        }
+        let arrival = self.arrival_ns(from, to, depart_ns);
+        self.schedule(arrival, Event::Arrive { to, input: Input::Message { from, message, size, sequence } });
+    }
+
+    /// When a message leaving now arrives: the link's delay plus jitter, but never before an
+    /// earlier message of the same link (links are FIFO; equal times keep sending order, as the
+    /// event queue breaks ties by scheduling order), unless a reorder fault delays it on purpose.
+    pub(super) fn arrival_ns(&mut self, from: NodeId, to: NodeId, depart_ns: u64) -> u64 {
+        let (base, jitter) = if self.topology.same_machine(from, to) {
+            (self.config.latency.machine_ns, 0)
+        } else {
+            let sites = (self.nodes[from.index()].spec.site, self.nodes[to.index()].spec.site);
+            let jitter = self.jitter.as_ref().map_or(0.0, |j| j.sample(&mut self.network_rng)) as u64;
+            (self.config.latency.base_ns(sites.0, sites.1), jitter)
+        };
+        let mut extra = 0;
+        for &(_, probability, delay_max_ns) in &self.network_faults.reorder {
+            if self.network_rng.random_bool(probability) {
+                extra = extra.max(self.network_rng.random_range(0..delay_max_ns));
+            }
+        }
+        let link = self.links.entry((from, to)).or_default();
+        let in_order = (depart_ns + base + jitter).max(link.last_arrival_ns);
+        if extra > 0 {
+            // Delayed past its successors: the one way a link reorders.
+            self.outcome.network.reordered += 1;
+            return in_order + extra;
+        }
+        link.last_arrival_ns = in_order;
+        in_order
+    }
+}
