@@ -1,0 +1,173 @@
+//! Incoming datagrams: batched reads, checks, reassembly of fragmented messages and decoding
+//! into the inbox of the node each message is for.
+
+use super::{Inbox, Input, Routes};
+use crate::clock::monotonic_ns;
+use crate::metrics::Transport;
+use crate::udp::Receiver;
+use crate::wire::{self, Body, Reassembly};
+use ordo_core::{NodeId, Protocol};
+use std::net::SocketAddr;
+use tokio::net::UdpSocket;
+
+/// Datagrams taken per `recvmmsg` call.
+const RECV_SLOTS: usize = 32;
+/// Partial fragmented messages held per process.
+const REASSEMBLY_ENTRIES_MAX: usize = 256;
+/// Fragmented messages not completed within this are dropped.
+const REASSEMBLY_EXPIRY_NS: u64 = 5_000_000_000;
+
+/// Everything between the socket and a node's inbox: the `recvmmsg` receiver, the cluster a
+/// datagram must belong to, and the fragmented messages being put together.
+pub(super) struct Incoming {
+    receiver: Receiver,
+    cluster_hash: u64,
+    reassembly: Reassembly,
+}
+
+/// What one read of the socket did.
+pub(super) struct Batch {
+    /// Datagrams read.
+    pub(super) count: usize,
+    /// True when the socket may hold more (the read filled every slot).
+    pub(super) more: bool,
+}
+
+impl Incoming {
+    pub(super) fn new(cluster_hash: u64, datagram_max: usize) -> Self {
+        Incoming {
+            receiver: Receiver::new(RECV_SLOTS),
+            cluster_hash,
+            reassembly: Reassembly::new(
+                REASSEMBLY_ENTRIES_MAX,
+                wire::message_len_max(datagram_max),
+                REASSEMBLY_EXPIRY_NS,
+            ),
+        }
+    }
+
+    /// Reads one batch of datagrams from `socket` and queues their messages on `inbox`.
+    pub(super) fn read_batch<P: Protocol>(
+        &mut self,
+        socket: &UdpSocket,
+        routes: &Routes,
+        inbox: &mut Inbox<P>,
+        transport: &mut Transport,
+    ) -> Batch {
+        use std::os::fd::AsRawFd;
+        let fd = socket.as_raw_fd();
+        let slots = self.receiver.slots();
+        let receiver = &mut self.receiver;
+        // A call that fills fewer slots than it has found the queue empty: report WouldBlock
+        // to tokio then, so it clears the socket's readiness without one more, failing, call.
+        // Datagrams arriving later raise a new readiness event (epoll is edge-triggered here),
+        // so none is missed.
+        let mut count = 0;
+        let result = socket.try_io(tokio::io::Interest::READABLE, || {
+            count = receiver.receive(fd)?;
+            if count < slots { Err(std::io::ErrorKind::WouldBlock.into()) } else { Ok(()) }
+        });
+        for index in 0..count {
+            let Some(datagram) = self.receiver.get(index) else { break };
+            transport.datagrams_received += 1;
+            transport.bytes_received += datagram.bytes.len() as u64;
+            if datagram.truncated {
+                *transport.dropped.entry("datagram_truncated").or_default() += 1;
+                continue;
+            }
+            let Some(source) = datagram.source else {
+                *transport.dropped.entry("unknown_sender").or_default() += 1;
+                continue;
+            };
+            // The receiver's buffer is borrowed while its datagram is decoded, so decoding
+            // borrows the fields it needs, not the whole of `self`.
+            let mut decoding = Decoding {
+                cluster_hash: self.cluster_hash,
+                routes,
+                reassembly: &mut self.reassembly,
+                transport: &mut *transport,
+                inbox: &mut *inbox,
+            };
+            on_datagram(&mut decoding, datagram.bytes, source);
+        }
+        transport.receive_calls += u64::from(count > 0);
+        match result {
+            Ok(()) => Batch { count, more: true },
+            Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => Batch { count, more: false },
+            Err(_) => {
+                transport.receive_errors += 1;
+                Batch { count, more: false }
+            }
+        }
+    }
+
+    /// Fragmented messages being reassembled.
+    pub(super) fn reassembly_partial(&self) -> usize {
+        self.reassembly.len()
+    }
+
+    /// Fragmented messages given up.
+    pub(super) fn reassembly_abandoned(&self) -> u64 {
+        self.reassembly.abandoned
+    }
+}
+
+/// What decoding a datagram touches.
+struct Decoding<'a, P: Protocol> {
+    cluster_hash: u64,
+    routes: &'a Routes,
+    reassembly: &'a mut Reassembly,
+    transport: &'a mut Transport,
+    inbox: &'a mut Inbox<P>,
+}
+
+/// Checks a datagram and queues its messages for their nodes. Each frame is checked on its own:
+/// its sender must live at the datagram's source address, and its receiver here.
+fn on_datagram<P: Protocol>(decoding: &mut Decoding<'_, P>, datagram: &[u8], source: SocketAddr) {
+    let (header, frames) = match wire::decode(datagram, decoding.cluster_hash) {
+        Ok(decoded) => decoded,
+        Err(error) => {
+            *decoding.transport.dropped.entry(wire_reason(error)).or_default() += 1;
+            return;
+        }
+    };
+    for frame in frames {
+        if decoding.routes.address(NodeId(frame.from)) != Some(source) {
+            *decoding.transport.dropped.entry("unknown_sender").or_default() += 1;
+            continue;
+        }
+        let Some(local) = decoding.routes.local(NodeId(frame.to)) else {
+            *decoding.transport.dropped.entry("not_hosted_here").or_default() += 1;
+            continue;
+        };
+        let whole = match frame.body {
+            Body::Whole(bytes) => postcard::from_bytes::<P::Message>(bytes),
+            Body::Fragment { message, index, count, bytes } => {
+                let now = monotonic_ns();
+                match decoding.reassembly.add(now, frame.from, header.boot, message, index, count, bytes) {
+                    Some(whole) => postcard::from_bytes::<P::Message>(&whole),
+                    None => continue,
+                }
+            }
+        };
+        match whole {
+            Ok(message) => {
+                decoding.transport.messages_received += 1;
+                decoding.inbox.push_back((local, Input { from: NodeId(frame.from), message }));
+            }
+            Err(_) => *decoding.transport.dropped.entry("undecodable_message").or_default() += 1,
+        }
+    }
+}
+
+fn wire_reason(error: wire::WireError) -> &'static str {
+    match error {
+        wire::WireError::TooShort => "datagram_too_short",
+        wire::WireError::BadMagic => "bad_magic",
+        wire::WireError::Version(_) => "bad_version",
+        wire::WireError::Checksum => "bad_checksum",
+        wire::WireError::OtherCluster => "other_cluster",
+        wire::WireError::BadFrame => "bad_frame",
+        wire::WireError::BadFragment => "bad_fragment",
+    }
+}
