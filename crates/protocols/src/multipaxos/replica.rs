@@ -203,8 +203,6 @@ pub struct Replica {
     pub(super) snapshot: Option<Arc<Snapshot>>,
     /// `executed` at the last checkpoint.
     pub(super) last_checkpoint: u64,
-    /// The latest persist of this incarnation: promises wait for it.
-    pub(super) last_ticket: Option<PersistTicket>,
     pub(super) leader: LeaderState,
     pub(super) backup: BackupState,
     pub(super) view_change: ViewChangeState,
@@ -256,7 +254,6 @@ impl Replica {
             commit_number,
             executor,
             snapshot: recovered.snapshot,
-            last_ticket: None,
             leader: LeaderState::default(),
             backup: BackupState { leader_commit: commit_number, ..BackupState::default() },
             view_change: ViewChangeState::default(),
@@ -298,28 +295,8 @@ impl Replica {
         out: &mut Outbox<MultiPaxos>,
     ) -> PersistTicket {
         let ticket = out.persist(record, mode);
-        assert!(self.last_ticket.is_none_or(|last| last < ticket), "tickets grow");
-        self.last_ticket = Some(ticket);
+        assert_eq!(out.last_ticket(), Some(ticket), "a durable send after this waits for it");
         ticket
-    }
-
-    /// Sends a message once everything persisted so far is durable.
-    pub(super) fn send_durable(&self, to: NodeId, message: Message, out: &mut Outbox<MultiPaxos>) {
-        match self.last_ticket {
-            Some(ticket) => out.send_after(ticket, to, message),
-            None => out.send(to, message),
-        }
-    }
-
-    /// Sends a message to every other replica once everything persisted so far is durable.
-    pub(super) fn multicast_durable(&self, message: Message, out: &mut Outbox<MultiPaxos>) {
-        if self.others.is_empty() {
-            return;
-        }
-        match self.last_ticket {
-            Some(ticket) => out.multicast_after(ticket, &self.others, message),
-            None => out.multicast(&self.others, message),
-        }
     }
 
     /// Arms the view-change timer with the configured timeout, randomised by ±50% so that
@@ -347,7 +324,7 @@ impl Replica {
     pub(super) fn send_prepare_ok(&self, out: &mut Outbox<MultiPaxos>) {
         assert_eq!(self.status, Status::Normal, "only a normal replica acknowledges");
         let message = Message::PrepareOk { view: self.view, op_number: self.log.op_number() };
-        self.send_durable(self.leader_of(self.view), message, out);
+        out.send_durable(self.leader_of(self.view), message);
     }
 
     /// Persists a checkpoint record: snapshot, view and log, replacing every earlier record.
@@ -769,7 +746,7 @@ impl Replica {
             }
             let op_number = after + entries.len() as u64;
             let prepare = Prepare { view: self.view, op_number, entries, commit_number: self.commit_number };
-            self.send_durable(backup, Message::Prepare(prepare), out);
+            out.send_durable(backup, Message::Prepare(prepare));
             self.stats.count("retransmit");
         }
         assert!(self.leader.stalled_beats.len() <= self.others.len(), "one stall count per backup");

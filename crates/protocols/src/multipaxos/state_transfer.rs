@@ -207,7 +207,7 @@ impl Replica {
         };
         // Our entries may not be durable yet; whoever receives them acknowledges them to the
         // leader, which counts that as proof of its own durability, so wait for ours.
-        self.send_durable(from, Message::NewState(reply), out);
+        out.send_durable(from, Message::NewState(reply));
         self.stats.count("state_served");
         Ok(())
     }

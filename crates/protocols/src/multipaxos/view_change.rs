@@ -68,7 +68,7 @@ impl Replica {
         self.reset_role_state(out);
         self.persist(Durable::View { view }, PersistMode::Append, out);
         self.stats.count("view_change_started");
-        self.multicast_durable(Message::StartViewChange { view }, out);
+        out.multicast_durable(&self.others, Message::StartViewChange { view });
         self.arm_view_change_timer(out);
         self.maybe_send_do_view_change(out);
         assert_eq!(self.status, Status::ViewChange, "with f > 0 a view change needs others");
@@ -78,7 +78,7 @@ impl Replica {
     pub(super) fn resume_view_change(&mut self, out: &mut Outbox<MultiPaxos>) {
         assert_eq!(self.status, Status::ViewChange, "resuming a view change");
         assert!(self.last_normal_view < self.view, "we were not normal in this view");
-        self.multicast_durable(Message::StartViewChange { view: self.view }, out);
+        out.multicast_durable(&self.others, Message::StartViewChange { view: self.view });
         self.arm_view_change_timer(out);
         self.maybe_send_do_view_change(out);
     }
@@ -86,11 +86,11 @@ impl Replica {
     /// Heartbeat in view-change status: messages get lost, so announce again.
     pub(super) fn resend_view_change(&mut self, out: &mut Outbox<MultiPaxos>) {
         assert_eq!(self.status, Status::ViewChange, "resending only during a view change");
-        self.multicast_durable(Message::StartViewChange { view: self.view }, out);
+        out.multicast_durable(&self.others, Message::StartViewChange { view: self.view });
         let leader = self.leader_of(self.view);
         if self.view_change.sent_do_view_change && leader != self.id {
             let message = Message::DoViewChange(self.own_do_view_change());
-            self.send_durable(leader, message, out);
+            out.send_durable(leader, message);
         }
     }
 
@@ -140,7 +140,7 @@ impl Replica {
             self.view_change.do_view_change.insert(self.id, do_view_change);
             self.maybe_finish_view_change(out);
         } else {
-            self.send_durable(leader, Message::DoViewChange(do_view_change), out);
+            out.send_durable(leader, Message::DoViewChange(do_view_change));
         }
     }
 
@@ -223,11 +223,11 @@ impl Replica {
         out.cancel_timer(Timer::ViewChange);
         self.start_leading();
         self.stats.count("view_change");
-        self.multicast_durable(Message::StartView(self.own_start_view()), out);
+        out.multicast_durable(&self.others, Message::StartView(self.own_start_view()));
         if self.others.is_empty() {
             // Alone, the leader learns that its adopted log is durable from a message to itself.
             let message = Message::PrepareOk { view: self.view, op_number: self.log.op_number() };
-            self.send_durable(self.id, message, out);
+            out.send_durable(self.id, message);
         }
         self.execute_committed(out);
         if self.needs_state() {
@@ -265,7 +265,7 @@ impl Replica {
     /// Sends the log of the view to one backup.
     pub(super) fn send_start_view(&self, to: NodeId, out: &mut Outbox<MultiPaxos>) {
         assert!(self.status == Status::Normal && self.is_leader(), "only a normal leader starts a view");
-        self.send_durable(to, Message::StartView(self.own_start_view()), out);
+        out.send_durable(to, Message::StartView(self.own_start_view()));
     }
 
     fn own_start_view(&self) -> StartView {

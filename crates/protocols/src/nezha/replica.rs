@@ -12,7 +12,7 @@ use super::{Config, Durable, Nezha, Timer};
 use bytes::Bytes;
 use ordo_core::{
     ClientId, ClockReading, Command, CommandResult, Destinations, Node, NodeContext, NodeId, NodeStats, Outbox,
-    PersistMode, PersistTicket, RequestId, StateMachine,
+    PersistMode, RequestId, StateMachine,
 };
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -167,9 +167,6 @@ pub struct Replica {
     pub(super) slow_out: BTreeMap<(NodeId, u64, NodeId), Vec<RequestId>>,
     /// Leader with `quorum_check_at_leader`: the quorum check of every request.
     pub(super) leader_quorums: LeaderQuorums,
-    /// First boot: the launch marker's write. Everything this replica sends waits for it, so a
-    /// crash before it is durable leaves a replica that never spoke and may boot fresh again.
-    pub(super) launch: Option<PersistTicket>,
 }
 
 /// Positions a follower buffers beyond its sync-point.
@@ -244,7 +241,6 @@ impl Replica {
             rejoin: None,
             rng: ChaCha8Rng::seed_from_u64(context.seed),
             stats: NodeStats::default(),
-            launch: None,
             fast_out: BTreeMap::new(),
             slow_out: BTreeMap::new(),
             leader_quorums: LeaderQuorums::new(n),
@@ -255,20 +251,16 @@ impl Replica {
         replica
     }
 
-    /// Sends one message (after the launch marker is durable, on a first boot).
+    /// Sends one message once the node's writes are durable. A replica writes only its launch
+    /// marker, on a first boot: everything it sends waits for it, so a crash before it is durable
+    /// leaves a replica that never spoke and may boot fresh again.
     pub(super) fn send_to(&self, out: &mut Outbox<Nezha>, to: NodeId, message: Message) {
-        match self.launch {
-            Some(ticket) => out.send_after(ticket, to, message),
-            None => out.send(to, message),
-        }
+        out.send_durable(to, message);
     }
 
-    /// Sends one message to every other replica (after the launch marker is durable).
+    /// Sends one message to every other replica once the launch marker is durable.
     pub(super) fn send_all(&self, out: &mut Outbox<Nezha>, message: Message) {
-        match self.launch {
-            Some(ticket) => out.multicast_after(ticket, &self.replicas, message),
-            None => out.multicast(&self.replicas, message),
-        }
+        out.multicast_durable(&self.replicas, message);
     }
 
     /// The leader of `view`.
@@ -744,7 +736,7 @@ impl Node<Nezha> for Replica {
         if self.status == Status::Recovering {
             self.start_rejoin(out);
         } else {
-            self.launch = Some(out.persist(Durable::Launched { rank: self.rank }, PersistMode::Replace));
+            out.persist(Durable::Launched { rank: self.rank }, PersistMode::Replace);
         }
         let _ = now;
         out.set_timer(Timer::Tick, self.config.heartbeat_ns);
