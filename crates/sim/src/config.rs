@@ -99,6 +99,12 @@ pub struct SimConfig {
     /// Nezha: each proxy a sidecar of its clients, the paper's co-located deployment, §3);
     /// messages within a machine take `latency.machine_ns`.
     pub colocate_clients: bool,
+    /// Where roles other than replicas run, by role name (`[placement.sequencer]`): a site of the
+    /// latency matrix, or a site of their own at a given delay (see `placement`).
+    pub placement: std::collections::BTreeMap<String, crate::placement::RolePlacement>,
+    /// CPU profiles by role name (`[cpu_roles] sequencer = "free"`); other server roles use `cpu`,
+    /// clients cost nothing unless named here.
+    pub cpu_roles: std::collections::BTreeMap<String, crate::placement::RoleCpu>,
 }
 
 impl Default for SimConfig {
@@ -121,6 +127,8 @@ impl Default for SimConfig {
             check_limits: CheckOptions::default(),
             protocol: toml::Table::new(),
             colocate_clients: false,
+            placement: Default::default(),
+            cpu_roles: Default::default(),
         }
     }
 }

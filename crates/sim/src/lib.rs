@@ -10,6 +10,7 @@ pub mod clock;
 pub mod config;
 pub mod faults;
 pub mod network;
+pub mod placement;
 pub mod report;
 mod summary;
 pub mod workload;
@@ -18,6 +19,7 @@ mod world;
 pub use config::{ClockSpec, CpuCost, SimConfig};
 pub use faults::{Fault, FaultPlan};
 pub use network::LatencyModel;
+pub use placement::{RoleCpu, RolePlacement};
 pub use report::{SimReport, Violation};
 pub use workload::WorkloadSpec;
 

@@ -97,6 +97,8 @@ pub(crate) struct World<P: Protocol> {
     /// Faults at this index and after were drawn from the seed.
     random_faults_from: usize,
     network_faults: NetworkFaults,
+    /// CPU profiles of the roles the run names (`SimConfig::cpu_roles`).
+    cpu_by_role: BTreeMap<Role, crate::config::CpuCost>,
     /// Links by (from, to); a fixed hasher, and never iterated.
     links: rustc_hash::FxHashMap<(NodeId, NodeId), LinkState>,
     actions: Vec<Action<P>>,
@@ -112,8 +114,17 @@ fn stream(seed: u64, salt: u64) -> ChaCha8Rng {
     ChaCha8Rng::seed_from_u64(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(salt))
 }
 
-fn build_topology<P: Protocol>(config: &SimConfig, protocol_config: &P::Config) -> Topology {
+/// Replicas by rank over the sites, then the protocol's extra roles and the clients: round-robin
+/// over the sites unless the run places their role (`SimConfig::placement`), or on their extra
+/// node's machine when co-located.
+fn build_topology<P: Protocol>(
+    config: &SimConfig,
+    protocol_config: &P::Config,
+    placed: &crate::placement::Placements,
+) -> Topology {
+    // Own sites come after the matrix's: round-robin placement uses the matrix's sites only.
     let sites = config.latency.sites.len();
+    let site_of = |role: Role, index: usize| placed.sites.get(&role).copied().unwrap_or(index % sites);
     let mut nodes = Vec::new();
     let mut shards = Vec::new();
     for shard in 0..config.shards {
@@ -131,7 +142,7 @@ fn build_topology<P: Protocol>(config: &SimConfig, protocol_config: &P::Config) 
     let colocated = config.colocate_clients && extras > 0;
     for (index, role) in extra_roles.into_iter().enumerate() {
         let machine = colocated.then_some(index);
-        nodes.push(NodeSpec { id: NodeId(nodes.len() as u32), role, site: index % sites, shard: None, machine });
+        nodes.push(NodeSpec { id: NodeId(nodes.len() as u32), role, site: site_of(role, index), shard: None, machine });
     }
     for client in 0..config.clients {
         // A co-located client shares its extra node's machine, hence its site.
@@ -139,7 +150,7 @@ fn build_topology<P: Protocol>(config: &SimConfig, protocol_config: &P::Config) 
             let host = &nodes[first_extra + client % extras];
             (host.site, host.machine)
         } else {
-            (client % sites, None)
+            (site_of(Role::Client, client), None)
         };
         nodes.push(NodeSpec { id: NodeId(nodes.len() as u32), role: Role::Client, site, shard: None, machine });
     }
@@ -147,8 +158,8 @@ fn build_topology<P: Protocol>(config: &SimConfig, protocol_config: &P::Config) 
         nodes,
         shards,
         f: config.f(),
-        sites: config.latency.sites.clone(),
-        site_delay_ns: config.latency.matrix_ns(),
+        sites: placed.latency.sites.clone(),
+        site_delay_ns: placed.latency.matrix_ns(),
     }
 }
 
@@ -158,7 +169,7 @@ fn new_state_machine() -> Box<dyn ordo_core::StateMachine> {
 
 impl<P: Protocol> World<P> {
     /// Builds the world; fails on a configuration that cannot run.
-    pub fn new(config: SimConfig) -> Result<Self, String> {
+    pub fn new(mut config: SimConfig) -> Result<Self, String> {
         config.validate()?;
         let protocol_config: P::Config = toml::Value::Table(config.protocol.clone())
             .try_into()
@@ -167,7 +178,11 @@ impl<P: Protocol> World<P> {
         if config.shards > 1 && !P::supports_shards() {
             return Err(format!("{} does not support partial replication: use --shards 1", P::NAME));
         }
-        let topology = Arc::new(build_topology::<P>(&config, &protocol_config));
+        let placed = crate::placement::resolve(&config.placement, &config.latency)?;
+        let cpu_by_role = crate::placement::resolve_cpu(&config.cpu_roles, &config.cpu)?;
+        let topology = Arc::new(build_topology::<P>(&config, &protocol_config, &placed));
+        // Own sites join the matrix the links read.
+        config.latency = placed.latency;
         let jitter = (config.latency.jitter_mean_ns > 0)
             .then(|| Exp::new(1.0 / config.latency.jitter_mean_ns as f64).expect("positive"));
         let mut world = World {
@@ -189,6 +204,7 @@ impl<P: Protocol> World<P> {
             random_faults_from: usize::MAX,
             network_faults: NetworkFaults::default(),
             links: rustc_hash::FxHashMap::default(),
+            cpu_by_role,
             actions: Vec::new(),
             checker: P::global_checker(),
             history: Vec::new(),

@@ -33,6 +33,8 @@ pub(crate) struct NodeSlot<P: Protocol> {
     pub(super) incarnation: u64,
     pub clock: SimClock,
     pub(super) costed: bool,
+    /// What its CPU costs (its role's profile, or the run's `cpu`).
+    pub(super) cpu: crate::config::CpuCost,
     pub(super) busy_until: u64,
     pub(super) paused_until: u64,
     pub(super) wake_pending: bool,
@@ -68,7 +70,9 @@ impl<P: Protocol> World<P> {
             check_invariants: self.config.check_invariants,
         };
         for spec in self.topology.nodes.clone() {
-            let costed = spec.role != Role::Client;
+            // Clients stand for machines of their own and cost nothing, unless the run profiles them.
+            let costed = spec.role != Role::Client || self.cpu_by_role.contains_key(&Role::Client);
+            let cpu = self.cpu_by_role.get(&spec.role).cloned().unwrap_or_else(|| self.config.cpu.clone());
             let mut runner = NodeRunner::new(spec.id, setup.clone());
             runner.set_durable_at_once(self.config.persist_ns == 0);
             self.nodes.push(NodeSlot {
@@ -77,6 +81,7 @@ impl<P: Protocol> World<P> {
                 spec: spec.clone(),
                 incarnation: 0,
                 costed,
+                cpu,
                 busy_until: 0,
                 paused_until: 0,
                 wake_pending: false,
@@ -120,7 +125,7 @@ impl<P: Protocol> World<P> {
             link.delivered = link.delivered.max(Some(*sequence));
         }
         let now = self.now;
-        let queue_max = self.config.cpu.queue_max;
+        let queue_max = self.nodes[to.index()].cpu.queue_max;
         let slot = &mut self.nodes[to.index()];
         if !slot.is_up() {
             self.outcome.network.dropped_down += 1;
@@ -166,7 +171,7 @@ impl<P: Protocol> World<P> {
     /// Hands one input to the node now and carries out its effects.
     pub(super) fn process(&mut self, id: NodeId, input: Input<P>) {
         let slot = &mut self.nodes[id.index()];
-        let cpu = &self.config.cpu;
+        let cpu = &slot.cpu;
         let mut cost = if slot.costed { cpu.per_event_ns } else { 0 };
         if let Input::Message { size, .. } = &input {
             slot.traffic.messages_received += 1;
@@ -225,7 +230,8 @@ impl<P: Protocol> World<P> {
         if !self.nodes[id.index()].costed {
             return 0;
         }
-        self.config.cpu.per_message_ns + (size as f64 * self.config.cpu.per_byte_ns) as u64
+        let cpu = &self.nodes[id.index()].cpu;
+        cpu.per_message_ns + (size as f64 * cpu.per_byte_ns) as u64
     }
 
     /// Performs one action; returns the CPU time used so far in this step.
