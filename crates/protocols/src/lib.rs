@@ -12,6 +12,7 @@ pub mod executor;
 pub mod multipaxos;
 pub mod nezha;
 pub mod tempo;
+pub mod slot_window;
 pub mod testkit;
 pub mod unreplicated;
 

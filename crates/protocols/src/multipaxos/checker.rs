@@ -17,8 +17,8 @@
 //! counted in [`LogAgreement::unchecked`]. A one-second simulation commits far fewer ops, so
 //! there every report is compared.
 
+use crate::slot_window::SlotWindow;
 use ordo_core::{CommandResult, GlobalChecker, NodeId, Protocol, RequestId};
-use std::collections::BTreeMap;
 use std::fmt;
 use xxhash_rust::xxh3::{xxh3_64, xxh3_64_with_seed};
 
@@ -109,12 +109,8 @@ const NOT_EXECUTED: u64 = 0;
 /// of an entry does the same (see the module docs).
 #[derive(Debug)]
 pub struct LogAgreement {
-    decided: BTreeMap<u64, Decided>,
-    /// Most ops remembered ([`OPS_WINDOW`] but in tests).
-    window: usize,
-    /// Ops below this were forgotten.
-    floor: u64,
-    unchecked: u64,
+    /// What was decided at each op, the newest [`OPS_WINDOW`] (fewer in tests).
+    decided: SlotWindow<Decided>,
 }
 
 impl LogAgreement {
@@ -125,13 +121,12 @@ impl LogAgreement {
 
     /// A checker that remembers `window` ops (tests use a small one).
     pub fn with_window(window: usize) -> Self {
-        assert!(window > 0, "the checker remembers at least one op");
-        LogAgreement { decided: BTreeMap::new(), window, floor: 0, unchecked: 0 }
+        LogAgreement { decided: SlotWindow::new(window) }
     }
 
     /// Reports accepted without comparison because their op lay below the window.
     pub fn unchecked(&self) -> u64 {
-        self.unchecked
+        self.decided.unchecked()
     }
 
     /// Ops remembered.
@@ -154,11 +149,7 @@ impl LogAgreement {
             }
         };
         assert!(op > 0, "op numbers start at 1");
-        if op < self.floor {
-            self.unchecked += 1;
-            return Ok(());
-        }
-        let decided = self.decided.entry(op).or_insert(Decided { id, digest });
+        let Some(decided) = self.decided.entry(op, || Decided { id, digest }) else { return Ok(()) };
         if decided.id != id {
             return Err(Violation::DifferentEntries { op, node, reported: id, earlier: decided.id });
         }
@@ -168,16 +159,8 @@ impl LogAgreement {
             let earlier = decided.digest;
             return Err(Violation::DifferentExecutions { op, node, id, reported: digest, earlier });
         }
-        self.forget_beyond_window();
+        self.decided.trim();
         Ok(())
-    }
-
-    fn forget_beyond_window(&mut self) {
-        while self.decided.len() > self.window {
-            let (lowest, _) = self.decided.pop_first().expect("the map is over its bound");
-            self.floor = self.floor.max(lowest + 1);
-        }
-        assert!(self.decided.len() <= self.window, "the checker respects its bound");
     }
 }
 

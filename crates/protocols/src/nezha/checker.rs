@@ -26,8 +26,8 @@
 //! report below the window is accepted unchecked and counted in
 //! [`PositionAgreement::unchecked`]. A one-second simulation commits far fewer.
 
+use crate::slot_window::SlotWindow;
 use ordo_core::{GlobalChecker, NodeId, Protocol, RequestId};
-use std::collections::BTreeMap;
 use std::fmt;
 
 /// Most positions the checker remembers (see the module docs).
@@ -76,12 +76,8 @@ impl fmt::Display for Violation {
 /// The agreement checker: no two reports put different requests at one position.
 #[derive(Debug)]
 pub struct PositionAgreement {
-    committed: BTreeMap<u64, RequestId>,
-    /// Most positions remembered ([`POSITIONS_WINDOW`] but in tests).
-    window: usize,
-    /// Positions below this were forgotten.
-    floor: u64,
-    unchecked: u64,
+    /// The request committed at each position, the newest [`POSITIONS_WINDOW`] (fewer in tests).
+    committed: SlotWindow<RequestId>,
 }
 
 impl Default for PositionAgreement {
@@ -98,13 +94,12 @@ impl PositionAgreement {
 
     /// A checker that remembers `window` positions (tests use a small one).
     pub fn with_window(window: usize) -> Self {
-        assert!(window > 0, "the checker remembers at least one position");
-        PositionAgreement { committed: BTreeMap::new(), window, floor: 0, unchecked: 0 }
+        PositionAgreement { committed: SlotWindow::new(window) }
     }
 
     /// Reports accepted without comparison because their position lay below the window.
     pub fn unchecked(&self) -> u64 {
-        self.unchecked
+        self.committed.unchecked()
     }
 
     /// Positions remembered.
@@ -121,19 +116,11 @@ impl PositionAgreement {
     pub fn check(&mut self, node: NodeId, observation: &Observation) -> Result<(), Violation> {
         let Observation::Committed { position, id } = *observation;
         assert!(position > 0, "positions start at 1");
-        if position < self.floor {
-            self.unchecked += 1;
-            return Ok(());
-        }
-        let earlier = *self.committed.entry(position).or_insert(id);
+        let Some(&mut earlier) = self.committed.entry(position, || id) else { return Ok(()) };
         if earlier != id {
             return Err(Violation::DifferentRequests { position, node, reported: id, earlier });
         }
-        while self.committed.len() > self.window {
-            let (lowest, _) = self.committed.pop_first().expect("the map is over its bound");
-            self.floor = self.floor.max(lowest + 1);
-        }
-        assert!(self.committed.len() <= self.window, "the checker respects its bound");
+        self.committed.trim();
         Ok(())
     }
 }
