@@ -126,64 +126,116 @@ async fn run_point<P: Protocol>(
     }));
     let stop = Rc::new(RefCell::new(false));
     let dropped = Rc::new(RefCell::new(0u64));
-    let mut tasks = Vec::new();
-    match point.rate {
-        None => {
-            for client in 0..point.clients.max(1) as u64 {
-                let (sender, tally, stop, workload) = (sender.clone(), tally.clone(), stop.clone(), workload.clone());
-                tasks.push(tokio::task::spawn_local(async move {
-                    let mut rng = ChaCha8Rng::seed_from_u64(client + 1);
-                    let mut n = 0;
-                    while !*stop.borrow() {
-                        n += 1;
-                        let (reply, receiver) = oneshot::channel();
-                        let started = Instant::now();
-                        if sender.send(Request { command: workload.next(&mut rng, client, n), reply }).await.is_err() {
-                            return;
-                        }
-                        let outcome = receiver.await.unwrap_or(Outcome::Timeout);
-                        record(&tally, outcome, started.elapsed());
-                    }
-                }));
-            }
-        }
-        Some(rate) => {
-            let (sender, tally, stop, workload, dropped) =
-                (sender.clone(), tally.clone(), stop.clone(), workload.clone(), dropped.clone());
-            tasks.push(tokio::task::spawn_local(async move {
-                let mut rng = ChaCha8Rng::seed_from_u64(7);
-                let gaps = Exp::new(rate.max(1e-3)).expect("positive rate");
-                let in_flight = Rc::new(RefCell::new(0usize));
-                let start = Instant::now();
-                let mut next = 0.0f64;
+    let tasks = match point.rate {
+        None => spawn_closed_loop(&sender, workload, point.clients.max(1) as u64, &tally, &stop),
+        Some(rate) => vec![spawn_open_loop(sender, workload, rate, &tally, &stop, &dropped)],
+    };
+    tokio::time::sleep(point.warmup).await;
+    let (elapsed, histogram, errors, timeouts) = measure(&tally, point, progress).await;
+    *stop.borrow_mut() = true;
+    for task in tasks {
+        let _ = tokio::time::timeout(Duration::from_secs(2), task).await;
+    }
+    let cdf = histogram.iter_quantiles(20).map(|v| (v.value_iterated_to(), v.quantile_iterated_to())).collect();
+    PointResult {
+        protocol: P::NAME.to_string(),
+        clients: point.clients,
+        offered_per_s: point.rate,
+        throughput_per_s: histogram.len() as f64 / elapsed,
+        latency_us: [
+            histogram.value_at_quantile(0.5),
+            histogram.value_at_quantile(0.9),
+            histogram.value_at_quantile(0.99),
+            histogram.value_at_quantile(0.999),
+            histogram.max(),
+        ],
+        errors,
+        timeouts,
+        dropped: *dropped.borrow(),
+        cdf,
+    }
+}
+
+/// Closed loop: each client sends its next request when the previous one is answered.
+fn spawn_closed_loop(
+    sender: &mpsc::Sender<Request>,
+    workload: &Workload,
+    clients: u64,
+    tally: &Rc<RefCell<Tally>>,
+    stop: &Rc<RefCell<bool>>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    (0..clients)
+        .map(|client| {
+            let (sender, tally, stop, workload) = (sender.clone(), tally.clone(), stop.clone(), workload.clone());
+            tokio::task::spawn_local(async move {
+                let mut rng = ChaCha8Rng::seed_from_u64(client + 1);
                 let mut n = 0;
                 while !*stop.borrow() {
-                    next += gaps.sample(&mut rng);
-                    let intended = start + Duration::from_secs_f64(next);
-                    tokio::time::sleep_until(intended.into()).await;
                     n += 1;
-                    if *in_flight.borrow() >= OPEN_LOOP_IN_FLIGHT_MAX {
-                        *dropped.borrow_mut() += 1;
-                        continue;
-                    }
                     let (reply, receiver) = oneshot::channel();
-                    let request = Request { command: workload.next(&mut rng, n % 1_000, n), reply };
-                    if sender.try_send(request).is_err() {
-                        *dropped.borrow_mut() += 1;
-                        continue;
+                    let started = Instant::now();
+                    if sender.send(Request { command: workload.next(&mut rng, client, n), reply }).await.is_err() {
+                        return;
                     }
-                    *in_flight.borrow_mut() += 1;
-                    let (tally, in_flight) = (tally.clone(), in_flight.clone());
-                    tokio::task::spawn_local(async move {
-                        let outcome = receiver.await.unwrap_or(Outcome::Timeout);
-                        record(&tally, outcome, intended.elapsed());
-                        *in_flight.borrow_mut() -= 1;
-                    });
+                    let outcome = receiver.await.unwrap_or(Outcome::Timeout);
+                    record(&tally, outcome, started.elapsed());
                 }
-            }));
+            })
+        })
+        .collect()
+}
+
+/// Open loop: Poisson arrivals at `rate` per second, latency counted from each intended start,
+/// at most `OPEN_LOOP_IN_FLIGHT_MAX` in flight (arrivals past it are dropped and counted).
+fn spawn_open_loop(
+    sender: mpsc::Sender<Request>,
+    workload: &Workload,
+    rate: f64,
+    tally: &Rc<RefCell<Tally>>,
+    stop: &Rc<RefCell<bool>>,
+    dropped: &Rc<RefCell<u64>>,
+) -> tokio::task::JoinHandle<()> {
+    let (tally, stop, workload, dropped) = (tally.clone(), stop.clone(), workload.clone(), dropped.clone());
+    tokio::task::spawn_local(async move {
+        let mut rng = ChaCha8Rng::seed_from_u64(7);
+        let gaps = Exp::new(rate.max(1e-3)).expect("positive rate");
+        let in_flight = Rc::new(RefCell::new(0usize));
+        let start = Instant::now();
+        let mut next = 0.0f64;
+        let mut n = 0;
+        while !*stop.borrow() {
+            next += gaps.sample(&mut rng);
+            let intended = start + Duration::from_secs_f64(next);
+            tokio::time::sleep_until(intended.into()).await;
+            n += 1;
+            if *in_flight.borrow() >= OPEN_LOOP_IN_FLIGHT_MAX {
+                *dropped.borrow_mut() += 1;
+                continue;
+            }
+            let (reply, receiver) = oneshot::channel();
+            let request = Request { command: workload.next(&mut rng, n % 1_000, n), reply };
+            if sender.try_send(request).is_err() {
+                *dropped.borrow_mut() += 1;
+                continue;
+            }
+            *in_flight.borrow_mut() += 1;
+            let (tally, in_flight) = (tally.clone(), in_flight.clone());
+            tokio::task::spawn_local(async move {
+                let outcome = receiver.await.unwrap_or(Outcome::Timeout);
+                record(&tally, outcome, intended.elapsed());
+                *in_flight.borrow_mut() -= 1;
+            });
         }
-    }
-    tokio::time::sleep(point.warmup).await;
+    })
+}
+
+/// Measures for the point's duration, printing progress each second; returns the seconds
+/// measured and the tally (histogram, errors, timeouts) at the end.
+async fn measure(
+    tally: &Rc<RefCell<Tally>>,
+    point: &Point,
+    progress: &mut dyn FnMut(&str),
+) -> (f64, Histogram<u64>, u64, u64) {
     tally.borrow_mut().measuring = true;
     let measured_from = Instant::now();
     let mut last = (Instant::now(), tally.borrow().completed_total);
@@ -205,32 +257,7 @@ async fn run_point<P: Protocol>(
         ));
     }
     let elapsed = measured_from.elapsed().as_secs_f64();
-    let tally_now = {
-        let mut t = tally.borrow_mut();
-        t.measuring = false;
-        (t.histogram.clone(), t.errors, t.timeouts)
-    };
-    *stop.borrow_mut() = true;
-    for task in tasks {
-        let _ = tokio::time::timeout(Duration::from_secs(2), task).await;
-    }
-    let (histogram, errors, timeouts) = tally_now;
-    let cdf = histogram.iter_quantiles(20).map(|v| (v.value_iterated_to(), v.quantile_iterated_to())).collect();
-    PointResult {
-        protocol: P::NAME.to_string(),
-        clients: point.clients,
-        offered_per_s: point.rate,
-        throughput_per_s: histogram.len() as f64 / elapsed,
-        latency_us: [
-            histogram.value_at_quantile(0.5),
-            histogram.value_at_quantile(0.9),
-            histogram.value_at_quantile(0.99),
-            histogram.value_at_quantile(0.999),
-            histogram.max(),
-        ],
-        errors,
-        timeouts,
-        dropped: *dropped.borrow(),
-        cdf,
-    }
+    let mut t = tally.borrow_mut();
+    t.measuring = false;
+    (elapsed, t.histogram.clone(), t.errors, t.timeouts)
 }

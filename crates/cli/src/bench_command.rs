@@ -10,7 +10,7 @@ use ordo_bench::workload::Workload;
 use ordo_core::Protocol;
 use ordo_net::ClusterFile;
 use ordo_protocols::{ProtocolVisitor, with_protocol};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -87,87 +87,123 @@ pub fn run(args: BenchArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let (duration, warmup) = (Duration::from_nanos(args.duration), Duration::from_nanos(args.warmup));
-    let points: Vec<Point> = if args.rate.is_empty() {
-        args.clients.iter().map(|&clients| Point { clients, rate: None, duration, warmup }).collect()
-    } else {
-        args.rate.iter().map(|&rate| Point { clients: 0, rate: Some(rate), duration, warmup }).collect()
-    };
+    let points = load_points(&args);
     let mut results = Vec::new();
     for (index, protocol) in protocols.iter().enumerate() {
-        let up = UpArgs {
-            protocol: protocol.clone(),
-            replicas: args.replicas,
-            clients: args.gateway_clients,
-            redis_port: 0,
-            port_base: args.port_base + index as u16 * 20,
-            data_dir: None,
-            wipe_data_dir: false,
-            protocol_options: args.protocol_options.clone(),
-            no_fsync: args.no_fsync,
-            status_every: 0,
-            colocate: args.colocate.clone(),
-        };
-        let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-        let data_dir = std::env::temp_dir().join(format!("ordo-bench-{}-{stamp}", std::process::id()));
-        let mut file = match cluster_file(&up, data_dir) {
-            Ok(file) => file,
-            Err(error) => {
-                eprintln!("error: {protocol}: {error}");
-                return ExitCode::from(2);
-            }
-        };
-        for node in &mut file.nodes {
-            node.redis = None;
-        }
-        eprintln!("== {protocol}: {} replicas, workload {}", args.replicas, args.workload);
-        let mut cluster = match LocalCluster::start(file) {
+        let mut cluster = match start_cluster(&args, protocol, index) {
             Ok(cluster) => cluster,
-            Err(error) => {
-                eprintln!("error: {error}");
-                return ExitCode::from(1);
-            }
+            Err(code) => return code,
         };
-        if let Err(error) = cluster.wait_ready(Duration::from_secs(20)) {
-            eprintln!("error: {error}");
-            return ExitCode::from(1);
-        }
         for point in &points {
-            match point.rate {
-                Some(rate) => eprintln!("-- {protocol}: open loop, {rate:.0} ops/s offered"),
-                None => eprintln!("-- {protocol}: closed loop, {} clients", point.clients),
-            }
-            match with_protocol(protocol, Drive(&cluster.file, &workload, std::slice::from_ref(point))) {
-                Ok(Ok(mut measured)) => {
-                    for r in &measured {
-                        println!(
-                            "{:<14} clients {:>4} offered {:>8} -> {:>9.0} ops/s  p50 {:>6} us  p99 {:>7} us  errors {} timeouts {}",
-                            r.protocol,
-                            r.clients,
-                            r.offered_per_s.map_or("-".into(), |o| format!("{o:.0}")),
-                            r.throughput_per_s,
-                            r.latency_us[0],
-                            r.latency_us[2],
-                            r.errors,
-                            r.timeouts
-                        );
-                    }
-                    results.append(&mut measured);
-                }
-                Ok(Err(error)) => {
-                    eprintln!("error: {protocol}: {error}");
-                    return ExitCode::from(1);
-                }
-                Err(unknown) => {
-                    eprintln!("error: {unknown}");
-                    return ExitCode::from(2);
-                }
+            match measure_point(protocol, &cluster, &workload, point) {
+                Ok(mut measured) => results.append(&mut measured),
+                Err(code) => return code,
             }
         }
         cluster.stop();
         let _ = std::fs::remove_dir_all(&cluster.file.data_dir);
     }
-    match ordo_bench::output::write_all(&args.out, &results) {
+    write_results(&args.out, &results)
+}
+
+/// The load points to sweep: one per closed-loop client count, or one per open-loop rate.
+fn load_points(args: &BenchArgs) -> Vec<Point> {
+    let (duration, warmup) = (Duration::from_nanos(args.duration), Duration::from_nanos(args.warmup));
+    if args.rate.is_empty() {
+        args.clients.iter().map(|&clients| Point { clients, rate: None, duration, warmup }).collect()
+    } else {
+        args.rate.iter().map(|&rate| Point { clients: 0, rate: Some(rate), duration, warmup }).collect()
+    }
+}
+
+/// The `cluster up` options for the `index`th protocol's cluster (each on its own ports).
+fn up_args(args: &BenchArgs, protocol: &str, index: usize) -> UpArgs {
+    UpArgs {
+        protocol: protocol.to_string(),
+        replicas: args.replicas,
+        clients: args.gateway_clients,
+        redis_port: 0,
+        port_base: args.port_base + index as u16 * 20,
+        data_dir: None,
+        wipe_data_dir: false,
+        protocol_options: args.protocol_options.clone(),
+        no_fsync: args.no_fsync,
+        status_every: 0,
+        colocate: args.colocate.clone(),
+    }
+}
+
+/// Starts the `index`th protocol's local cluster (no Redis gateway) in a fresh data directory and
+/// waits until it is ready; on failure, prints the error and returns the exit code.
+fn start_cluster(args: &BenchArgs, protocol: &str, index: usize) -> Result<LocalCluster, ExitCode> {
+    let up = up_args(args, protocol, index);
+    let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    let data_dir = std::env::temp_dir().join(format!("ordo-bench-{}-{stamp}", std::process::id()));
+    let mut file = cluster_file(&up, data_dir).map_err(|error| {
+        eprintln!("error: {protocol}: {error}");
+        ExitCode::from(2)
+    })?;
+    for node in &mut file.nodes {
+        node.redis = None;
+    }
+    eprintln!("== {protocol}: {} replicas, workload {}", args.replicas, args.workload);
+    let mut cluster = LocalCluster::start(file).map_err(|error| {
+        eprintln!("error: {error}");
+        ExitCode::from(1)
+    })?;
+    if let Err(error) = cluster.wait_ready(Duration::from_secs(20)) {
+        eprintln!("error: {error}");
+        return Err(ExitCode::from(1));
+    }
+    Ok(cluster)
+}
+
+/// Drives `cluster` at one load point and prints a line per result; on failure, prints the
+/// error and returns the exit code.
+fn measure_point(
+    protocol: &str,
+    cluster: &LocalCluster,
+    workload: &Workload,
+    point: &Point,
+) -> Result<Vec<PointResult>, ExitCode> {
+    match point.rate {
+        Some(rate) => eprintln!("-- {protocol}: open loop, {rate:.0} ops/s offered"),
+        None => eprintln!("-- {protocol}: closed loop, {} clients", point.clients),
+    }
+    match with_protocol(protocol, Drive(&cluster.file, workload, std::slice::from_ref(point))) {
+        Ok(Ok(measured)) => {
+            measured.iter().for_each(print_result);
+            Ok(measured)
+        }
+        Ok(Err(error)) => {
+            eprintln!("error: {protocol}: {error}");
+            Err(ExitCode::from(1))
+        }
+        Err(unknown) => {
+            eprintln!("error: {unknown}");
+            Err(ExitCode::from(2))
+        }
+    }
+}
+
+/// Prints one load point's result as a table row.
+fn print_result(r: &PointResult) {
+    println!(
+        "{:<14} clients {:>4} offered {:>8} -> {:>9.0} ops/s  p50 {:>6} us  p99 {:>7} us  errors {} timeouts {}",
+        r.protocol,
+        r.clients,
+        r.offered_per_s.map_or("-".into(), |o| format!("{o:.0}")),
+        r.throughput_per_s,
+        r.latency_us[0],
+        r.latency_us[2],
+        r.errors,
+        r.timeouts
+    );
+}
+
+/// Writes the CSV, JSON and plots of all results under `out` and names each file written.
+fn write_results(out: &Path, results: &[PointResult]) -> ExitCode {
+    match ordo_bench::output::write_all(out, results) {
         Ok(paths) => {
             for path in paths {
                 println!("wrote {path}");

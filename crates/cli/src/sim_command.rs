@@ -258,93 +258,111 @@ fn one_line(report: &SimReport) -> String {
     )
 }
 
+/// What a seed search has seen so far, shared by its worker threads.
+#[derive(Default)]
+struct Campaign {
+    next: AtomicU64,
+    stop: AtomicBool,
+    failures: Mutex<Vec<(u64, String)>>,
+    inconclusive: Mutex<Vec<u64>>,
+    setup_error: Mutex<Option<String>>,
+    passed: AtomicU64,
+    crash_by_role: Mutex<std::collections::BTreeMap<String, u64>>,
+}
+
+impl Campaign {
+    /// One worker: runs the next untried seed until the range is spent or the search stops.
+    fn work(&self, protocol: &str, config: &SimConfig, last_seed: u64) {
+        while !self.stop.load(Ordering::SeqCst) {
+            let seed = self.next.fetch_add(1, Ordering::SeqCst);
+            if seed > last_seed {
+                break;
+            }
+            match simulate(protocol, SimConfig { seed, ..config.clone() }) {
+                Err(error) => {
+                    *self.setup_error.lock().expect("lock") = Some(error);
+                    self.stop.store(true, Ordering::SeqCst);
+                }
+                Ok(run) => self.record(seed, &run.report),
+            }
+        }
+    }
+
+    /// Prints one finished run and tallies its crashes and verdict; a failure stops the search.
+    fn record(&self, seed: u64, report: &SimReport) {
+        println!("{}", one_line(report));
+        let mut crashes = self.crash_by_role.lock().expect("lock");
+        for (role, count) in &report.faults.crash_by_role {
+            *crashes.entry(role.clone()).or_default() += count;
+        }
+        drop(crashes);
+        match report.violation() {
+            // Not a failure: the campaign goes on, and says so at the end.
+            Some(Violation::Inconclusive(_)) => self.inconclusive.lock().expect("lock").push(seed),
+            Some(violation) => {
+                self.failures.lock().expect("lock").push((seed, violation.to_string()));
+                self.stop.store(true, Ordering::SeqCst);
+            }
+            None => {
+                self.passed.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+    }
+
+    /// Prints the campaign's summary and returns its exit code.
+    fn conclude(self, args: &SimArgs, config: &SimConfig) -> ExitCode {
+        if let Some(error) = self.setup_error.into_inner().expect("lock") {
+            return fail(error);
+        }
+        let mut failures = self.failures.into_inner().expect("lock");
+        failures.sort();
+        let passed = self.passed.into_inner();
+        let mut inconclusive = self.inconclusive.into_inner().expect("lock");
+        inconclusive.sort();
+        let crashes = self.crash_by_role.into_inner().expect("lock");
+        if !crashes.is_empty() {
+            let tally: Vec<String> = crashes.iter().map(|(role, count)| format!("{role} {count}")).collect();
+            println!("crashes by role: {}", tally.join(", "));
+        }
+        let unknown = match inconclusive.as_slice() {
+            [] => String::new(),
+            seeds => format!("{} inconclusive (seeds {seeds:?}), ", seeds.len()),
+        };
+        match failures.first() {
+            None => {
+                println!(
+                    "{passed} seeds passed, {unknown}0 failed: {} with faults={} ({} replicas, {} clients, {:.1}s each)",
+                    args.protocol,
+                    args.faults,
+                    config.replicas,
+                    config.clients,
+                    config.duration_ns as f64 / 1e9
+                );
+                if let Some(seed) = inconclusive.first() {
+                    println!(
+                        "the linearizability check hit its limits; settle one with: {} --check-configurations-max 50000000",
+                        replay_command(*seed)
+                    );
+                    return ExitCode::from(INCONCLUSIVE);
+                }
+                ExitCode::SUCCESS
+            }
+            Some((seed, violation)) => {
+                println!("{passed} seeds passed, {unknown}1 failed: seed {seed}: {violation}");
+                println!("reproduce with: {}", replay_command(*seed));
+                ExitCode::from(1)
+            }
+        }
+    }
+}
+
 fn search(args: &SimArgs, config: SimConfig, seeds: std::ops::RangeInclusive<u64>) -> ExitCode {
     let jobs = args.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())).max(1);
-    let next = AtomicU64::new(*seeds.start());
-    let stop = AtomicBool::new(false);
-    let failures: Mutex<Vec<(u64, String)>> = Mutex::new(Vec::new());
-    let inconclusive: Mutex<Vec<u64>> = Mutex::new(Vec::new());
-    let setup_error: Mutex<Option<String>> = Mutex::new(None);
-    let passed = AtomicU64::new(0);
-    let crash_by_role: Mutex<std::collections::BTreeMap<String, u64>> = Mutex::default();
+    let campaign = Campaign { next: AtomicU64::new(*seeds.start()), ..Campaign::default() };
     std::thread::scope(|scope| {
         for _ in 0..jobs {
-            scope.spawn(|| {
-                while !stop.load(Ordering::SeqCst) {
-                    let seed = next.fetch_add(1, Ordering::SeqCst);
-                    if seed > *seeds.end() {
-                        break;
-                    }
-                    let run = simulate(&args.protocol, SimConfig { seed, ..config.clone() });
-                    match run {
-                        Err(error) => {
-                            *setup_error.lock().expect("lock") = Some(error);
-                            stop.store(true, Ordering::SeqCst);
-                        }
-                        Ok(run) => {
-                            println!("{}", one_line(&run.report));
-                            let mut crashes = crash_by_role.lock().expect("lock");
-                            for (role, count) in &run.report.faults.crash_by_role {
-                                *crashes.entry(role.clone()).or_default() += count;
-                            }
-                            drop(crashes);
-                            match run.report.violation() {
-                                // Not a failure: the campaign goes on, and says so at the end.
-                                Some(Violation::Inconclusive(_)) => inconclusive.lock().expect("lock").push(seed),
-                                Some(violation) => {
-                                    failures.lock().expect("lock").push((seed, violation.to_string()));
-                                    stop.store(true, Ordering::SeqCst);
-                                }
-                                None => {
-                                    passed.fetch_add(1, Ordering::SeqCst);
-                                }
-                            }
-                        }
-                    }
-                }
-            });
+            scope.spawn(|| campaign.work(&args.protocol, &config, *seeds.end()));
         }
     });
-    if let Some(error) = setup_error.into_inner().expect("lock") {
-        return fail(error);
-    }
-    let mut failures = failures.into_inner().expect("lock");
-    failures.sort();
-    let passed = passed.into_inner();
-    let mut inconclusive = inconclusive.into_inner().expect("lock");
-    inconclusive.sort();
-    let crashes = crash_by_role.into_inner().expect("lock");
-    if !crashes.is_empty() {
-        let tally: Vec<String> = crashes.iter().map(|(role, count)| format!("{role} {count}")).collect();
-        println!("crashes by role: {}", tally.join(", "));
-    }
-    let unknown = match inconclusive.as_slice() {
-        [] => String::new(),
-        seeds => format!("{} inconclusive (seeds {seeds:?}), ", seeds.len()),
-    };
-    match failures.first() {
-        None => {
-            println!(
-                "{passed} seeds passed, {unknown}0 failed: {} with faults={} ({} replicas, {} clients, {:.1}s each)",
-                args.protocol,
-                args.faults,
-                config.replicas,
-                config.clients,
-                config.duration_ns as f64 / 1e9
-            );
-            if let Some(seed) = inconclusive.first() {
-                println!(
-                    "the linearizability check hit its limits; settle one with: {} --check-configurations-max 50000000",
-                    replay_command(*seed)
-                );
-                return ExitCode::from(INCONCLUSIVE);
-            }
-            ExitCode::SUCCESS
-        }
-        Some((seed, violation)) => {
-            println!("{passed} seeds passed, {unknown}1 failed: seed {seed}: {violation}");
-            println!("reproduce with: {}", replay_command(*seed));
-            ExitCode::from(1)
-        }
-    }
+    campaign.conclude(args, &config)
 }

@@ -164,29 +164,8 @@ impl KvStore {
     fn execute(&mut self, request: RequestId, command: &Command) -> Result<CommandResult, CommandResult> {
         Ok(match command {
             Command::Get { key } => self.text(key)?.cloned().map_or(CommandResult::Nil, CommandResult::Value),
-            Command::Set { key, value, condition } => {
-                let exists = self.exists(key);
-                let allowed = match condition {
-                    SetCondition::Always => true,
-                    SetCondition::IfAbsent => !exists,
-                    SetCondition::IfPresent => exists,
-                };
-                if !allowed {
-                    return Ok(CommandResult::Nil);
-                }
-                self.write(request, key, Data::Text(value.clone()));
-                CommandResult::Ok
-            }
-            Command::Del { keys } => {
-                let mut deleted = 0;
-                for key in keys {
-                    if self.exists(key) {
-                        deleted += 1;
-                        self.write(request, key, Data::Absent);
-                    }
-                }
-                CommandResult::Integer(deleted)
-            }
+            Command::Set { key, value, condition } => self.set(request, key, value, *condition),
+            Command::Del { keys } => self.delete(request, keys),
             Command::Exists { keys } => CommandResult::Integer(keys.iter().filter(|k| self.exists(k)).count() as i64),
             Command::Append { key, value } => {
                 let mut joined = self.text(key)?.map(|v| v.to_vec()).unwrap_or_default();
@@ -195,17 +174,7 @@ impl KvStore {
                 self.write(request, key, Data::Text(joined.into()));
                 CommandResult::Integer(length)
             }
-            Command::IncrBy { key, delta } => {
-                let current = match self.text(key)? {
-                    None => 0,
-                    Some(value) => parse_integer(value)?,
-                };
-                let Some(next) = current.checked_add(*delta) else {
-                    return Err(CommandResult::Error("ERR increment or decrement would overflow".into()));
-                };
-                self.write(request, key, Data::Text(next.to_string().into()));
-                CommandResult::Integer(next)
-            }
+            Command::IncrBy { key, delta } => self.increment(request, key, *delta)?,
             Command::MGet { keys } => {
                 let values = keys.iter().map(|key| self.text(key).ok().flatten().cloned()).collect();
                 CommandResult::Values(values)
@@ -230,18 +199,61 @@ impl KvStore {
                 let flat = hash.into_iter().flatten().flat_map(|(f, v)| [Some(f.clone()), Some(v.clone())]);
                 CommandResult::Values(flat.collect())
             }
-            Command::HDel { key, fields } => {
-                if self.hash(key)?.is_none() {
-                    return Ok(CommandResult::Integer(0));
-                }
-                let hash = self.hash_mut(request, key)?;
-                let removed = fields.iter().filter(|f| hash.remove(*f).is_some()).count();
-                if hash.is_empty() {
-                    self.entries.get_mut(key).expect("hash exists").data = Data::Absent;
-                }
-                CommandResult::Integer(removed as i64)
-            }
+            Command::HDel { key, fields } => self.hash_delete(request, key, fields)?,
         })
+    }
+
+    /// SET: writes the value and answers Ok, or answers Nil when the condition (NX, XX) forbids it.
+    fn set(&mut self, request: RequestId, key: &Key, value: &Value, condition: SetCondition) -> CommandResult {
+        let exists = self.exists(key);
+        let allowed = match condition {
+            SetCondition::Always => true,
+            SetCondition::IfAbsent => !exists,
+            SetCondition::IfPresent => exists,
+        };
+        if !allowed {
+            return CommandResult::Nil;
+        }
+        self.write(request, key, Data::Text(value.clone()));
+        CommandResult::Ok
+    }
+
+    /// DEL: removes the keys that exist and counts them.
+    fn delete(&mut self, request: RequestId, keys: &[Key]) -> CommandResult {
+        let mut deleted = 0;
+        for key in keys {
+            if self.exists(key) {
+                deleted += 1;
+                self.write(request, key, Data::Absent);
+            }
+        }
+        CommandResult::Integer(deleted)
+    }
+
+    /// INCRBY: adds `delta` to the integer value (absent counts as 0), refusing overflow.
+    fn increment(&mut self, request: RequestId, key: &Key, delta: i64) -> Result<CommandResult, CommandResult> {
+        let current = match self.text(key)? {
+            None => 0,
+            Some(value) => parse_integer(value)?,
+        };
+        let Some(next) = current.checked_add(delta) else {
+            return Err(CommandResult::Error("ERR increment or decrement would overflow".into()));
+        };
+        self.write(request, key, Data::Text(next.to_string().into()));
+        Ok(CommandResult::Integer(next))
+    }
+
+    /// HDEL: removes the fields and counts them; a hash left empty is deleted.
+    fn hash_delete(&mut self, request: RequestId, key: &Key, fields: &[Value]) -> Result<CommandResult, CommandResult> {
+        if self.hash(key)?.is_none() {
+            return Ok(CommandResult::Integer(0));
+        }
+        let hash = self.hash_mut(request, key)?;
+        let removed = fields.iter().filter(|f| hash.remove(*f).is_some()).count();
+        if hash.is_empty() {
+            self.entries.get_mut(key).expect("hash exists").data = Data::Absent;
+        }
+        Ok(CommandResult::Integer(removed as i64))
     }
 }
 

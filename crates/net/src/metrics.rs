@@ -116,41 +116,64 @@ fn label(text: &str) -> String {
     text.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', " ")
 }
 
+/// Prometheus text being written: each family's samples carry the process's base labels.
+struct Exposition {
+    out: String,
+    base: String,
+}
+
+impl Exposition {
+    /// One metric family: its help and type lines, then a sample per (extra labels, value).
+    fn family(&mut self, name: &str, help: &str, kind: &str, values: Vec<(String, f64)>) {
+        let _ = writeln!(self.out, "# HELP ordo_{name} {help}\n# TYPE ordo_{name} {kind}");
+        for (labels, value) in values {
+            let _ = writeln!(self.out, "ordo_{name}{{{}{labels}}} {value}", self.base);
+        }
+    }
+}
+
 impl Metrics {
     /// Prometheus text exposition format.
     pub fn prometheus(&self) -> String {
-        let mut out = String::new();
         let base = format!("protocol=\"{}\",process=\"{}\"", self.protocol, label(&self.name));
-        let mut gauge = |name: &str, help: &str, kind: &str, values: Vec<(String, f64)>| {
-            let _ = writeln!(out, "# HELP ordo_{name} {help}\n# TYPE ordo_{name} {kind}");
-            for (labels, value) in values {
-                let _ = writeln!(out, "ordo_{name}{{{base}{labels}}} {value}");
-            }
-        };
+        let mut exposition = Exposition { out: String::new(), base };
+        self.expose_nodes(&mut exposition);
+        self.expose_transport(&mut exposition);
+        self.expose_latency(&mut exposition);
+        exposition.out
+    }
+
+    /// The hosted nodes' counters and gauges, labelled by node.
+    fn expose_nodes(&self, exposition: &mut Exposition) {
         let per_node = |f: &dyn Fn(&LocalNodeMetrics) -> f64| -> Vec<(String, f64)> {
             self.nodes.iter().map(|n| (format!(",node=\"n{}\",role=\"{}\"", n.id, n.role), f(n))).collect()
         };
-        gauge(
+        exposition.family(
             "fast_path_commits_total",
             "Commands committed on the fast path.",
             "counter",
             per_node(&|n| n.stats.fast_path_commits as f64),
         );
-        gauge(
+        exposition.family(
             "slow_path_commits_total",
             "Commands committed on the slow (or only) path.",
             "counter",
             per_node(&|n| n.stats.slow_path_commits as f64),
         );
-        gauge(
+        exposition.family(
             "executed_total",
             "Commands applied to the state machine.",
             "counter",
             per_node(&|n| n.stats.executed as f64),
         );
-        gauge("timers", "Pending timers.", "gauge", per_node(&|n| n.timers as f64));
-        gauge("held_sends", "Sends waiting for a durable write.", "gauge", per_node(&|n| n.held_sends as f64));
-        gauge("fsyncs_total", "fsync calls.", "counter", per_node(&|n| n.fsyncs as f64));
+        exposition.family("timers", "Pending timers.", "gauge", per_node(&|n| n.timers as f64));
+        exposition.family(
+            "held_sends",
+            "Sends waiting for a durable write.",
+            "gauge",
+            per_node(&|n| n.held_sends as f64),
+        );
+        exposition.family("fsyncs_total", "fsync calls.", "counter", per_node(&|n| n.fsyncs as f64));
         let mut events = Vec::new();
         let mut drops = Vec::new();
         for n in &self.nodes {
@@ -161,8 +184,17 @@ impl Metrics {
                 drops.push((format!(",node=\"n{}\",reason=\"{reason}\"", n.id), *count as f64));
             }
         }
-        gauge("protocol_events_total", "Protocol events (view changes, state transfers...).", "counter", events);
-        gauge("protocol_dropped_total", "Inputs the protocol ignored, by reason.", "counter", drops);
+        exposition.family(
+            "protocol_events_total",
+            "Protocol events (view changes, state transfers...).",
+            "counter",
+            events,
+        );
+        exposition.family("protocol_dropped_total", "Inputs the protocol ignored, by reason.", "counter", drops);
+    }
+
+    /// The transport's and gateway's counters, the transport's drops and the fault shim's tally.
+    fn expose_transport(&self, exposition: &mut Exposition) {
         let t = &self.transport;
         for (name, help, value) in [
             ("datagrams_sent_total", "UDP datagrams sent.", t.datagrams_sent as f64),
@@ -181,33 +213,36 @@ impl Metrics {
             ("reassembly_partial", "Fragmented messages being reassembled.", t.reassembly_partial as f64),
         ] {
             let kind = if name.ends_with("_total") { "counter" } else { "gauge" };
-            gauge(name, help, kind, vec![(String::new(), value)]);
+            exposition.family(name, help, kind, vec![(String::new(), value)]);
         }
-        gauge(
+        exposition.family(
             "transport_dropped_total",
             "Datagrams or messages dropped by the transport, by reason.",
             "counter",
             t.dropped.iter().map(|(r, c)| (format!(",reason=\"{r}\""), *c as f64)).collect(),
         );
         let faults = ["partition", "loss", "duplicate", "delay"];
-        gauge(
+        exposition.family(
             "fault_shim_total",
             "Datagrams affected by the fault shim.",
             "counter",
             faults.iter().zip(t.fault_counts).map(|(f, c)| (format!(",fault=\"{f}\""), c as f64)).collect(),
         );
-        if self.latency_count > 0 {
-            let mut values: Vec<(String, f64)> =
-                self.latency_us.iter().map(|(q, v)| (format!(",quantile=\"{q}\""), *v as f64 * 1e-6)).collect();
-            values.push((String::new(), self.latency_count as f64));
-            let _ = writeln!(out, "# HELP ordo_operation_latency_seconds Gateway operation latency.");
-            let _ = writeln!(out, "# TYPE ordo_operation_latency_seconds summary");
-            for (labels, value) in values.iter().take(4) {
-                let _ = writeln!(out, "ordo_operation_latency_seconds{{{base}{labels}}} {value}");
-            }
-            let _ = writeln!(out, "ordo_operation_latency_seconds_count{{{base}}} {}", self.latency_count);
+    }
+
+    /// A gateway's operation latency summary (quantiles and count), once it has operations.
+    fn expose_latency(&self, exposition: &mut Exposition) {
+        if self.latency_count == 0 {
+            return;
         }
-        out
+        let Exposition { out, base } = exposition;
+        let quantiles = self.latency_us.iter().map(|(q, v)| (format!(",quantile=\"{q}\""), *v as f64 * 1e-6));
+        let _ = writeln!(out, "# HELP ordo_operation_latency_seconds Gateway operation latency.");
+        let _ = writeln!(out, "# TYPE ordo_operation_latency_seconds summary");
+        for (labels, value) in quantiles {
+            let _ = writeln!(out, "ordo_operation_latency_seconds{{{base}{labels}}} {value}");
+        }
+        let _ = writeln!(out, "ordo_operation_latency_seconds_count{{{base}}} {}", self.latency_count);
     }
 }
 

@@ -226,11 +226,22 @@ impl SimReport {
     /// A readable table.
     pub fn table(&self) -> String {
         let mut out = String::new();
-        let ok = |flag: Option<bool>| match flag {
-            Some(true) => "yes",
-            Some(false) => "NO",
-            None => "not checked",
-        };
+        self.write_totals(&mut out);
+        self.write_sites(&mut out);
+        self.write_nodes(&mut out);
+        self.write_verdict(&mut out);
+        let _ = writeln!(
+            out,
+            "events {}  wall {:.2}s  {:.2}M events/s",
+            self.events,
+            self.wall_s,
+            self.events_per_wall_s / 1e6
+        );
+        out
+    }
+
+    /// The table's head: the run's shape, totals, latency and fast-path share.
+    fn write_totals(&self, out: &mut String) {
         let _ = writeln!(
             out,
             "protocol {}  seed {}  replicas {}×{} (f={})  clients {}  {:.1}s simulated",
@@ -250,6 +261,10 @@ impl SimReport {
         if let Some(ratio) = self.fast_path_ratio {
             let _ = writeln!(out, "fast path   {:.1}%", ratio * 100.0);
         }
+    }
+
+    /// A row per site, when there is more than one.
+    fn write_sites(&self, out: &mut String) {
         if self.sites.len() > 1 {
             let _ = writeln!(
                 out,
@@ -264,6 +279,10 @@ impl SimReport {
                 );
             }
         }
+    }
+
+    /// A row per node other than clients.
+    fn write_nodes(&self, out: &mut String) {
         let _ = writeln!(
             out,
             "{:<5} {:<11} {:>10} {:>10} {:>9} {:>6} {:>8}  status",
@@ -286,6 +305,15 @@ impl SimReport {
                 n.status
             );
         }
+    }
+
+    /// The faults injected, the checks' verdicts and the first violation, if any.
+    fn write_verdict(&self, out: &mut String) {
+        let ok = |flag: Option<bool>| match flag {
+            Some(true) => "yes",
+            Some(false) => "NO",
+            None => "not checked",
+        };
         let faults: Vec<String> = self.faults.counts.iter().map(|(k, v)| format!("{k}×{v}")).collect();
         if !faults.is_empty() {
             let _ = writeln!(out, "faults      {} (healed by {:.2}s)", faults.join(" "), self.heal_s);
@@ -303,13 +331,5 @@ impl SimReport {
             Some(v) => _ = writeln!(out, "VIOLATION   {v}"),
             None => {}
         }
-        let _ = writeln!(
-            out,
-            "events {}  wall {:.2}s  {:.2}M events/s",
-            self.events,
-            self.wall_s,
-            self.events_per_wall_s / 1e6
-        );
-        out
     }
 }
