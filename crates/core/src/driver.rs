@@ -385,7 +385,8 @@ impl<P: Protocol> NodeRunner<P> {
     // ---- the contract -------------------------------------------------------------------------
 
     /// Runs one input on the node, then interprets its effects; then tells the node of writes
-    /// that became durable meanwhile (with writes durable at once), until it writes no more.
+    /// that became durable meanwhile (with writes durable at once), until it writes no more; then
+    /// checks the node's invariants once (the notices are part of the input's step).
     fn step(
         &mut self,
         now: ClockReading,
@@ -397,11 +398,14 @@ impl<P: Protocol> NodeRunner<P> {
         self.outbox.set_next_ticket(self.written);
         input(node, now, &mut self.outbox);
         self.interpret(actions);
-        for _ in 0..DURABLE_ROUNDS_MAX {
-            if self.notified == self.durable {
-                return;
-            }
-            assert!(self.notified < self.durable, "durability only grows");
+        let mut rounds = 0;
+        while self.notified < self.durable {
+            rounds += 1;
+            assert!(
+                rounds <= DURABLE_ROUNDS_MAX,
+                "{}: on_durable kept writing for {DURABLE_ROUNDS_MAX} rounds",
+                self.id
+            );
             self.notified = self.durable;
             let through = PersistTicket(self.durable - 1);
             let node = self.node.as_deref_mut().expect("a node that wrote is up");
@@ -409,14 +413,14 @@ impl<P: Protocol> NodeRunner<P> {
             node.on_durable(now, through, &mut self.outbox);
             self.interpret(actions);
         }
-        panic!("{}: on_durable kept writing for {DURABLE_ROUNDS_MAX} rounds", self.id);
+        assert_eq!(self.notified, self.durable, "the node heard of every durable write");
+        if self.setup.check_invariants {
+            self.node.as_deref().expect("a node that ran is up").check_invariants();
+        }
     }
 
     /// Turns the effects of one input into actions, in order.
     fn interpret(&mut self, actions: &mut Vec<Action<P>>) {
-        if self.setup.check_invariants {
-            self.node.as_deref().expect("a node that ran is up").check_invariants();
-        }
         let mut outbox = std::mem::take(&mut self.outbox);
         for effect in outbox.drain() {
             self.interpret_one(effect, actions);
