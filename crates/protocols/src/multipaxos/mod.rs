@@ -98,6 +98,8 @@ mod tests;
 mod tests_checker;
 #[cfg(test)]
 mod tests_faults;
+#[cfg(test)]
+mod tests_scripts;
 
 use messages::{Entry, Snapshot};
 use ordo_core::{GlobalChecker, Node, NodeContext, Protocol, Role};

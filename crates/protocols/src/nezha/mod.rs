@@ -91,6 +91,10 @@ mod tests;
 mod tests_ablations;
 #[cfg(test)]
 mod tests_checker;
+#[cfg(test)]
+mod tests_proxy;
+#[cfg(test)]
+mod tests_scripts;
 
 use ordo_core::{FailureBudget, GlobalChecker, Node, NodeContext, Protocol, Role};
 use serde::{Deserialize, Serialize};

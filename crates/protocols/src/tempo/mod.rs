@@ -68,6 +68,8 @@ mod tests_promises;
 mod tests_recovery;
 #[cfg(test)]
 mod tests_scenarios;
+#[cfg(test)]
+mod tests_scripts;
 
 use ordo_core::{CrashModel, Node, NodeContext, Protocol, Role, Topology};
 use serde::{Deserialize, Serialize};

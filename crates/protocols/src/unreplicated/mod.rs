@@ -10,6 +10,9 @@ pub mod client;
 pub mod messages;
 pub mod server;
 
+#[cfg(test)]
+mod tests_scripts;
+
 use ordo_core::{Node, NodeContext, Protocol, Role};
 use serde::{Deserialize, Serialize};
 
