@@ -11,8 +11,8 @@ pub mod canary;
 pub mod executor;
 pub mod multipaxos;
 pub mod nezha;
-pub mod tempo;
 pub mod slot_window;
+pub mod tempo;
 pub mod testkit;
 pub mod unreplicated;
 

@@ -8,8 +8,8 @@ use super::messages::{Dot, Message, Payload, PromiseRange};
 use super::promises::{KeyClocks, PromiseTable};
 use super::{Config, FastQuorumChoice, Flaw, Tempo, Timer};
 use ordo_core::{
-    ClockReading, Command, Destinations, Key, Node, NodeContext, NodeId, NodeStats, Outbox, PersistMode,
-    PersistTicket, StateMachine, Topology,
+    ClockReading, Command, Destinations, Key, Node, NodeContext, NodeId, NodeStats, Outbox, PersistMode, PersistTicket,
+    StateMachine, Topology,
 };
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
