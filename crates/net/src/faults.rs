@@ -1,8 +1,11 @@
 //! The transport's fault shim, driven by the simulator's [`FaultPlan`] type. Times in the plan
 //! count from the process's start. Network faults (partition, loss, duplication, reordering
 //! delay) apply to each outgoing datagram; node faults (crash, pause, clock jump and drift)
-//! apply to the nodes this process hosts.
+//! apply to the nodes this process hosts. A plan that names nodes by role (`node = "replica:0"`)
+//! is resolved against the cluster's topology when the shim is built.
 
+use crate::config::ConfigError;
+use ordo_core::Topology;
 use ordo_sim::{Fault, FaultPlan};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -44,14 +47,17 @@ pub struct FaultShim {
 }
 
 impl FaultShim {
-    /// A shim for the plan (random plans are not drawn in the runtime: faults are listed).
-    pub fn new(plan: &FaultPlan, seed: u64) -> Self {
-        FaultShim {
-            node_faults_done: vec![false; plan.faults.len()],
-            faults: plan.faults.clone(),
+    /// A shim for the plan, its node references resolved against `topology` (random plans are
+    /// not drawn in the runtime: faults are listed). Fails on a reference to a node the cluster
+    /// lacks.
+    pub fn new(plan: &FaultPlan, topology: &Topology, seed: u64) -> Result<Self, ConfigError> {
+        let faults = plan.resolve(topology).map_err(ConfigError::Invalid)?;
+        Ok(FaultShim {
+            node_faults_done: vec![false; faults.len()],
+            faults,
             rng: ChaCha8Rng::seed_from_u64(seed),
             counts: [0; 4],
-        }
+        })
     }
 
     /// True when there is nothing to inject.
@@ -141,20 +147,33 @@ impl FaultShim {
 mod tests {
     use super::*;
 
+    /// Three replicas (ids 0–2) and two clients (3, 4).
+    fn topology() -> Topology {
+        use ordo_core::{NodeId, NodeSpec, Role};
+        let nodes = (0..5)
+            .map(|id| {
+                let (role, shard) = if id < 3 { (Role::Replica, Some(0)) } else { (Role::Client, None) };
+                NodeSpec { id: NodeId(id), role, site: 0, shard, machine: None }
+            })
+            .collect();
+        let shards = vec![(0..3).map(NodeId).collect()];
+        Topology { nodes, shards, f: 1, sites: vec!["lan".to_string()], site_delay_ns: vec![vec![0]] }
+    }
+
     #[test]
     fn partitions_cut_only_across_sides_and_loss_is_probabilistic() {
         // Goal: the shim reads the simulator's plan type the simulator's way.
         let plan = FaultPlan {
             faults: vec![
-                Fault::Partition { side: vec![0], at_ns: 0, until_ns: 100 },
+                Fault::Partition { side: vec![0.into()], at_ns: 0, until_ns: 100 },
                 Fault::Loss { probability: 0.5, at_ns: 200, until_ns: 10_000 },
-                Fault::ClockJump { node: 1, at_ns: 50, delta_ns: -7 },
+                Fault::ClockJump { node: 1.into(), at_ns: 50, delta_ns: -7 },
             ],
             ..Default::default()
         };
-        let mut shim = FaultShim::new(&plan, 1);
+        let mut shim = FaultShim::new(&plan, &topology(), 1).expect("the plan fits the cluster");
         assert!(shim.has_network_faults());
-        assert!(!FaultShim::new(&FaultPlan::default(), 1).has_network_faults());
+        assert!(!FaultShim::new(&FaultPlan::default(), &topology(), 1).expect("empty").has_network_faults());
         assert_eq!(shim.decide(10, 0, 1), Verdict::Drop);
         assert_eq!(shim.decide(10, 1, 2), Verdict::Send { copies: 1, delay_ns: 0 });
         assert_eq!(shim.decide(150, 0, 1), Verdict::Send { copies: 1, delay_ns: 0 });
@@ -163,5 +182,26 @@ mod tests {
         assert!(shim.due_node_faults(10, 1).is_empty());
         assert_eq!(shim.due_node_faults(60, 1), vec![NodeFault::ClockJump(-7)]);
         assert!(shim.due_node_faults(70, 1).is_empty());
+    }
+
+    #[test]
+    fn a_plan_naming_nodes_by_role_resolves_against_the_clusters_topology() {
+        // Goal: the runtime reads role references the simulator's way, and refuses one the
+        // cluster lacks before it runs. Method: a cluster-file fault table naming `replica:1`
+        // and `client:0`, then one naming `replica:3` of a three-replica cluster.
+        let plan: FaultPlan = toml::from_str(
+            "[[faults]]\nkind = \"partition\"\nside = [\"client:0\"]\nat_ns = 0\nuntil_ns = 100\n\
+             [[faults]]\nkind = \"clock_drift\"\nnode = \"replica:1\"\nat_ns = 10\ndrift_ppm = 50.0\n",
+        )
+        .expect("the plan parses");
+        let mut shim = FaultShim::new(&plan, &topology(), 1).expect("the plan fits the cluster");
+        assert_eq!(shim.decide(5, 3, 0), Verdict::Drop);
+        assert_eq!(shim.decide(5, 4, 0), Verdict::Send { copies: 1, delay_ns: 0 });
+        assert!(shim.due_node_faults(20, 0).is_empty());
+        assert_eq!(shim.due_node_faults(20, 1), vec![NodeFault::ClockDrift(50.0)]);
+        let plan: FaultPlan =
+            toml::from_str("[[faults]]\nkind = \"crash\"\nnode = \"replica:3\"\nat_ns = 1\n").expect("the plan parses");
+        let error = FaultShim::new(&plan, &topology(), 1).err().expect("no fourth replica").to_string();
+        assert!(error.ends_with("the plan names replica:3 but shard 0 has 3 replicas"), "{error}");
     }
 }

@@ -249,7 +249,7 @@ impl<P: Protocol> Host<P> {
             (0..locals.len()).rev().filter(|&i| topology.node(locals[i].id).role == Role::Client).collect();
         let datagram_max = cluster.runtime.datagram_max.clamp(1_024, wire::DATAGRAM_MAX);
         let start_ns = monotonic_ns();
-        let shim = FaultShim::new(&cluster.faults, cluster.runtime.seed ^ (entry as u64) << 17);
+        let shim = FaultShim::new(&cluster.faults, &topology, cluster.runtime.seed ^ (entry as u64) << 17)?;
         let cluster_hash = cluster.cluster_hash();
         let header = Header { cluster: cluster_hash, boot };
         let runtime = &cluster.runtime;

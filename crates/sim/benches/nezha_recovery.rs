@@ -49,7 +49,7 @@ const PROTOCOLS: [(&str, &str, &str); 2] = [("nezha", "nezha", "proxies = 8"), (
 fn config(protocol_options: &str, offered_ops: f64) -> SimConfig {
     let mut workload = WorkloadSpec::from_name("uniform:1000").expect("known workload");
     workload.rate_per_client = Some(offered_ops / CLIENTS as f64);
-    let crash = Fault::Crash { node: 0, at_ns: CRASH_NS, restart_ns: Some(RESTART_NS) };
+    let crash = Fault::Crash { node: 0.into(), at_ns: CRASH_NS, restart_ns: Some(RESTART_NS) };
     SimConfig {
         seed: 1,
         replicas: REPLICAS,

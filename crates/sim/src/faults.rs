@@ -1,21 +1,32 @@
 //! Faults: a plan of timed events (crashes, restarts, pauses, partitions, lossy, duplicating or
 //! reordering periods, clock jumps and drift changes), written by hand in TOML or drawn from the
 //! seed. Every fault of a random plan heals before `heal_ns`, so progress can be checked after.
+//!
+//! A plan names a node by id (`node = 3`) or by role and index (`node = "proxy:2"`, see
+//! [`NodeRef`]); ids depend on how a topology numbers its nodes, role references do not. A plan
+//! holds [`FaultSpec`]s, faults as written; [`FaultPlan::resolve`] turns them into [`Fault`]s that
+//! name node ids only, once the topology is known, so the code that applies faults and the random
+//! plans see ids and nothing else.
 
-use ordo_core::CrashModel;
+mod node_ref;
+
+pub use node_ref::NodeRef;
+
+use ordo_core::{CrashModel, Topology};
 use rand::RngExt;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
-/// One fault. Times are true simulated ns since the start of the run.
+/// One fault. Times are true simulated ns since the start of the run. `N` names nodes: node ids
+/// (`u32`, the default) in a resolved fault, [`NodeRef`]s in a [`FaultSpec`] as a plan writes it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
-pub enum Fault {
+pub enum Fault<N = u32> {
     /// The node loses its volatile state at `at_ns`; with `restart_ns` it boots again then from
     /// what it persisted.
     Crash {
-        /// Node id.
-        node: u32,
+        /// The node.
+        node: N,
         /// When it crashes.
         at_ns: u64,
         /// When it restarts, if ever.
@@ -23,8 +34,8 @@ pub enum Fault {
     },
     /// The node stops handling inputs (they queue) from `at_ns` to `until_ns`.
     Pause {
-        /// Node id.
-        node: u32,
+        /// The node.
+        node: N,
         /// Start.
         at_ns: u64,
         /// End.
@@ -33,7 +44,7 @@ pub enum Fault {
     /// Messages between `side` and every other node are dropped from `at_ns` to `until_ns`.
     Partition {
         /// One side of the cut.
-        side: Vec<u32>,
+        side: Vec<N>,
         /// Start.
         at_ns: u64,
         /// End.
@@ -70,8 +81,8 @@ pub enum Fault {
     },
     /// The node's clock jumps by `delta_ns` (negative: backwards).
     ClockJump {
-        /// Node id.
-        node: u32,
+        /// The node.
+        node: N,
         /// When.
         at_ns: u64,
         /// Jump size.
@@ -79,8 +90,8 @@ pub enum Fault {
     },
     /// The node's clock drift becomes `drift_ppm`.
     ClockDrift {
-        /// Node id.
-        node: u32,
+        /// The node.
+        node: N,
         /// When.
         at_ns: u64,
         /// New drift in parts per million.
@@ -88,7 +99,10 @@ pub enum Fault {
     },
 }
 
-impl Fault {
+/// A fault as a plan file writes it: nodes named by id or by role and index.
+pub type FaultSpec = Fault<NodeRef>;
+
+impl<N> Fault<N> {
     /// When the fault starts.
     pub fn at_ns(&self) -> u64 {
         match self {
@@ -116,6 +130,33 @@ impl Fault {
             Fault::ClockDrift { .. } => "clock_drift",
         }
     }
+
+    /// The same fault with every node `name` replaced by `rename(name)`; the first error stops it.
+    pub fn try_map_nodes<M, E>(self, mut rename: impl FnMut(N) -> Result<M, E>) -> Result<Fault<M>, E> {
+        Ok(match self {
+            Fault::Crash { node, at_ns, restart_ns } => Fault::Crash { node: rename(node)?, at_ns, restart_ns },
+            Fault::Pause { node, at_ns, until_ns } => Fault::Pause { node: rename(node)?, at_ns, until_ns },
+            Fault::Partition { side, at_ns, until_ns } => {
+                let side = side.into_iter().map(rename).collect::<Result<_, _>>()?;
+                Fault::Partition { side, at_ns, until_ns }
+            }
+            Fault::Loss { probability, at_ns, until_ns } => Fault::Loss { probability, at_ns, until_ns },
+            Fault::Duplicate { probability, at_ns, until_ns } => Fault::Duplicate { probability, at_ns, until_ns },
+            Fault::Reorder { probability, delay_max_ns, at_ns, until_ns } => {
+                Fault::Reorder { probability, delay_max_ns, at_ns, until_ns }
+            }
+            Fault::ClockJump { node, at_ns, delta_ns } => Fault::ClockJump { node: rename(node)?, at_ns, delta_ns },
+            Fault::ClockDrift { node, at_ns, drift_ppm } => Fault::ClockDrift { node: rename(node)?, at_ns, drift_ppm },
+        })
+    }
+}
+
+/// A resolved fault written back as a plan entry (by id), so code can build plans from ids.
+impl From<Fault> for FaultSpec {
+    fn from(fault: Fault) -> Self {
+        let Ok(spec) = fault.try_map_nodes(|id| Ok::<_, std::convert::Infallible>(NodeRef::Id(id)));
+        spec
+    }
 }
 
 /// The faults of a run.
@@ -124,8 +165,8 @@ impl Fault {
 pub struct FaultPlan {
     /// Draw a random plan from the seed (added to `faults`).
     pub random: bool,
-    /// Scheduled faults.
-    pub faults: Vec<Fault>,
+    /// Scheduled faults, as written (see [`FaultPlan::resolve`]).
+    pub faults: Vec<FaultSpec>,
     /// Time by which every fault has healed; progress is required after it. Defaults to 60% of
     /// the run when there are faults.
     pub heal_ns: Option<u64>,
@@ -150,6 +191,16 @@ pub struct RandomPlanScope<'a> {
 }
 
 impl FaultPlan {
+    /// The scheduled faults in plan order, each node reference turned into the node id it names
+    /// in `topology`; fails on the first reference the topology lacks, saying which fault.
+    pub fn resolve(&self, topology: &Topology) -> Result<Vec<Fault>, String> {
+        let resolve_one = |(position, fault): (usize, &FaultSpec)| {
+            let named = |error: String| format!("fault plan, fault {} ({}): {error}", position + 1, fault.name());
+            fault.clone().try_map_nodes(|node| node.resolve(topology)).map_err(named)
+        };
+        self.faults.iter().enumerate().map(resolve_one).collect()
+    }
+
     /// The time after which the run must make progress again.
     pub fn heal_ns(&self, duration_ns: u64) -> u64 {
         self.heal_ns.unwrap_or(if self.random || !self.faults.is_empty() { duration_ns * 6 / 10 } else { 0 })
@@ -292,6 +343,7 @@ fn draw_clocks(rng: &mut ChaCha8Rng, scope: &RandomPlanScope, heal_ns: u64, faul
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ordo_core::Role;
     use rand::SeedableRng;
 
     const SHARDS: [&[u32]; 2] = [&[0, 1, 2], &[3, 4, 5, 6, 7]];
@@ -376,5 +428,142 @@ mod tests {
             }
         }
         assert_eq!(hash, 0x0ce6_32ca_ec83_9762, "the plans of recovering protocols moved");
+    }
+
+    /// Two shards of 3 replicas (ids 0–5), 3 proxies (6–8), a sequencer (9) and 2 clients (10, 11).
+    fn topology() -> Topology {
+        use ordo_core::{NodeId, NodeSpec};
+        let counts = [(Role::Replica, 6), (Role::Proxy, 3), (Role::Sequencer, 1), (Role::Client, 2)];
+        let roles: Vec<Role> = counts.iter().flat_map(|&(role, count)| vec![role; count]).collect();
+        let nodes = roles
+            .iter()
+            .enumerate()
+            .map(|(id, &role)| {
+                let shard = (role == Role::Replica).then_some(id / 3);
+                NodeSpec { id: NodeId(id as u32), role, site: 0, shard, machine: None }
+            })
+            .collect();
+        let shards = vec![(0..3).map(NodeId).collect(), (3..6).map(NodeId).collect()];
+        Topology { nodes, shards, f: 1, sites: vec!["lan".to_string()], site_delay_ns: vec![vec![0]] }
+    }
+
+    fn parse(text: &str) -> Result<NodeRef, String> {
+        text.parse()
+    }
+
+    fn role(role: Role, shard: Option<usize>, index: usize) -> NodeRef {
+        NodeRef::Role { role, shard, index }
+    }
+
+    #[test]
+    fn node_references_parse_by_role_and_index_and_print_back() {
+        // Goal: every form the plan syntax promises reads as meant and prints in the form it
+        // reads. Method: parse each form, compare with the expected reference, print it again.
+        let cases = [
+            ("proxy:2", role(Role::Proxy, None, 2), "proxy:2"),
+            ("sequencer", role(Role::Sequencer, None, 0), "sequencer:0"),
+            ("controller:0", role(Role::Controller, None, 0), "controller:0"),
+            ("client:5", role(Role::Client, None, 5), "client:5"),
+            ("replica:1", role(Role::Replica, None, 1), "replica:1"),
+            ("shard1/replica:0", role(Role::Replica, Some(1), 0), "shard1/replica:0"),
+            ("3", NodeRef::Id(3), "3"),
+        ];
+        for (text, expected, printed) in cases {
+            let parsed = parse(text).unwrap_or_else(|error| panic!("{text}: {error}"));
+            assert_eq!(parsed, expected, "{text}");
+            assert_eq!(parsed.to_string(), printed, "{text}");
+            assert_eq!(parse(printed), Ok(expected), "{printed} reads back");
+        }
+    }
+
+    #[test]
+    fn malformed_references_and_unknown_roles_are_refused_with_the_reason() {
+        // Goal: a typo in a plan is an error that says what is wrong, never a silently different
+        // node. Method: parse bad strings; check each error names the problem.
+        for text in ["", "proxy:", "proxy:x", "proxy:1:2", ":1", "proxy:-1", "shard/replica:0", "shardx/replica:0"] {
+            let error = parse(text).expect_err(text);
+            assert!(error.starts_with("malformed node reference"), "{text}: {error}");
+            assert!(error.contains("ROLE:INDEX") && error.contains("proxy"), "{text}: {error}");
+        }
+        let error = parse("leader:0").expect_err("unknown role");
+        assert!(error.contains("unknown role \"leader\""), "{error}");
+        assert!(error.contains("replica, client, proxy, sequencer, controller"), "{error}");
+        let error = parse("Proxy:1").expect_err("roles are lower case");
+        assert!(error.contains("unknown role \"Proxy\""), "{error}");
+        let error = parse("shard1/proxy:0").expect_err("proxies have no shard");
+        assert!(error.contains("only replicas belong to a shard"), "{error}");
+    }
+
+    #[test]
+    fn a_plan_file_names_nodes_by_id_or_by_role_and_resolves_against_the_topology() {
+        // Goal: numeric ids keep working next to role references, in node fields and partition
+        // sides, and resolve to the ids the topology gives them. Method: read a TOML plan with
+        // both forms, resolve it against a two-shard topology with proxies and a sequencer.
+        let plan: FaultPlan = toml::from_str(
+            r#"
+            [[faults]]
+            kind = "crash"
+            node = "proxy:0"
+            at_ns = 10
+            [[faults]]
+            kind = "pause"
+            node = 4
+            at_ns = 20
+            until_ns = 30
+            [[faults]]
+            kind = "partition"
+            side = [1, "shard1/replica:2", "sequencer", "client:1"]
+            at_ns = 40
+            until_ns = 50
+            [[faults]]
+            kind = "clock_jump"
+            node = "replica:2"
+            at_ns = 60
+            delta_ns = -5
+            "#,
+        )
+        .expect("the plan parses");
+        assert_eq!(plan.faults[0], Fault::Crash { node: role(Role::Proxy, None, 0), at_ns: 10, restart_ns: None });
+        let resolved = plan.resolve(&topology()).expect("every reference exists");
+        assert_eq!(
+            resolved,
+            vec![
+                Fault::Crash { node: 6, at_ns: 10, restart_ns: None },
+                Fault::Pause { node: 4, at_ns: 20, until_ns: 30 },
+                Fault::Partition { side: vec![1, 5, 9, 11], at_ns: 40, until_ns: 50 },
+                Fault::ClockJump { node: 2, at_ns: 60, delta_ns: -5 },
+            ]
+        );
+        let written = toml::to_string(&plan).expect("a plan serializes");
+        assert_eq!(toml::from_str::<FaultPlan>(&written).expect("and reads back"), plan, "{written}");
+        let by_id = FaultPlan { faults: resolved.into_iter().map(FaultSpec::from).collect(), ..FaultPlan::default() };
+        assert_eq!(by_id.resolve(&topology()), plan.resolve(&topology()), "resolved faults are plans by id");
+    }
+
+    #[test]
+    fn references_to_nodes_the_cluster_lacks_are_refused_naming_the_fault() {
+        // Goal: an index beyond a role's nodes (or a shard, or a node id, beyond the cluster) is
+        // a configuration error that says what the cluster has, not a fault that never fires.
+        // Method: resolve one-fault plans with out-of-range references; read the errors.
+        let topology = topology();
+        let crash = |node: &str| -> String {
+            let text = format!("[[faults]]\nkind = \"crash\"\nnode = {node}\nat_ns = 1\n");
+            let plan: FaultPlan = toml::from_str(&text).expect("the plan parses");
+            plan.resolve(&topology).expect_err(node)
+        };
+        assert_eq!(
+            crash("\"proxy:5\""),
+            "fault plan, fault 1 (crash): the plan names proxy:5 but the cluster has 3 proxies"
+        );
+        assert!(crash("\"sequencer:1\"").ends_with("the cluster has 1 sequencer"));
+        assert!(crash("\"controller\"").ends_with("the plan names controller:0 but the cluster has 0 controllers"));
+        assert!(crash("\"replica:3\"").ends_with("the plan names replica:3 but shard 0 has 3 replicas"));
+        assert!(crash("\"shard2/replica:0\"").ends_with("but the cluster has 2 shard(s)"));
+        assert!(crash("\"client:2\"").ends_with("the cluster has 2 clients"));
+        assert!(crash("12").ends_with("the plan names node 12 but the cluster has 12 nodes"));
+        let negative = toml::from_str::<FaultPlan>("[[faults]]\nkind = \"crash\"\nnode = -1\nat_ns = 1\n");
+        assert!(negative.expect_err("negative id").to_string().contains("node id -1 is negative"));
+        let unknown = toml::from_str::<FaultPlan>("[[faults]]\nkind = \"crash\"\nnode = \"leader\"\nat_ns = 1\n");
+        assert!(unknown.expect_err("unknown role").to_string().contains("unknown role \"leader\""));
     }
 }

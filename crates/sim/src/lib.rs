@@ -17,7 +17,7 @@ pub mod workload;
 mod world;
 
 pub use config::{ClockSpec, CpuCost, SimConfig};
-pub use faults::{Fault, FaultPlan};
+pub use faults::{Fault, FaultPlan, FaultSpec, NodeRef};
 pub use network::LatencyModel;
 pub use placement::{RoleCpu, RolePlacement};
 pub use report::{SimReport, Violation};

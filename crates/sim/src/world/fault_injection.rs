@@ -4,8 +4,10 @@
 use super::*;
 
 impl<P: Protocol> World<P> {
-    pub(super) fn plan_faults(&mut self) {
-        let mut faults = self.config.faults.faults.clone();
+    /// Resolves the plan's node references against the topology (a reference to a node the
+    /// cluster lacks is a configuration error), draws the random plan and schedules every fault.
+    pub(super) fn plan_faults(&mut self) -> Result<(), String> {
+        let mut faults = self.config.faults.resolve(&self.topology)?;
         if self.config.faults.random {
             let shards: Vec<Vec<u32>> = self.topology.shards.iter().map(|s| s.iter().map(|n| n.0).collect()).collect();
             let all_nodes: Vec<u32> = self.topology.nodes.iter().map(|n| n.id.0).collect();
@@ -34,6 +36,7 @@ impl<P: Protocol> World<P> {
         for i in 1..checks {
             self.schedule(self.config.duration_ns * i / checks, Event::AgreementCheck);
         }
+        Ok(())
     }
 
     /// The nodes of each extra role a random plan may fail, with how many may be down at once.

@@ -225,7 +225,7 @@ impl<P: Protocol> World<P> {
             config,
         };
         world.create_nodes();
-        world.plan_faults();
+        world.plan_faults()?;
         // The random plan may have drawn a write latency: later writes take it.
         let at_once = world.config.persist_ns == 0;
         world.nodes.iter_mut().for_each(|slot| slot.runner.set_durable_at_once(at_once));
