@@ -14,6 +14,37 @@ pub(crate) struct LinkState {
     pub(super) delivered: Option<u64>,
 }
 
+/// Every link's state: a dense table for clusters of up to `DENSE_NODES_MAX` nodes (a link
+/// lookup per message is on the simulator's hot path), a map with a fixed hasher beyond.
+pub(crate) enum Links {
+    /// Link (from, to) at `from * nodes + to`.
+    Dense { nodes: usize, links: Vec<LinkState> },
+    /// Links by (from, to); never iterated.
+    Sparse(rustc_hash::FxHashMap<(NodeId, NodeId), LinkState>),
+}
+
+/// Largest cluster whose links are held densely (256 × 256 × 24 bytes: 1.5 MB).
+const DENSE_NODES_MAX: usize = 256;
+
+impl Links {
+    /// The links of a cluster of `nodes` nodes, all fresh.
+    pub(crate) fn new(nodes: usize) -> Self {
+        if nodes <= DENSE_NODES_MAX {
+            Links::Dense { nodes, links: (0..nodes * nodes).map(|_| LinkState::default()).collect() }
+        } else {
+            Links::Sparse(rustc_hash::FxHashMap::default())
+        }
+    }
+
+    /// The link from `from` to `to`.
+    pub(crate) fn get(&mut self, from: NodeId, to: NodeId) -> &mut LinkState {
+        match self {
+            Links::Dense { nodes, links } => &mut links[from.index() * *nodes + to.index()],
+            Links::Sparse(links) => links.entry((from, to)).or_default(),
+        }
+    }
+}
+
 /// Network fault state, changed by fault events.
 #[derive(Default)]
 pub(crate) struct NetworkFaults {
@@ -47,7 +78,7 @@ impl<P: Protocol> World<P> {
         sender.messages_sent += 1;
         sender.bytes_sent += size as u64;
         self.outcome.network.sent += 1;
-        let link = self.links.entry((from, to)).or_default();
+        let link = self.links.get(from, to);
         let sequence = link.sent;
         link.sent += 1;
         if from == to {
@@ -92,7 +123,7 @@ impl<P: Protocol> World<P> {
                 extra = extra.max(self.network_rng.random_range(0..delay_max_ns));
             }
         }
-        let link = self.links.entry((from, to)).or_default();
+        let link = self.links.get(from, to);
         let in_order = (depart_ns + base + jitter).max(link.last_arrival_ns);
         if extra > 0 {
             // Delayed past its successors: the one way a link reorders.

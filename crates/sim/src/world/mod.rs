@@ -10,7 +10,7 @@ mod links;
 mod nodes;
 
 pub(crate) use clients::WorkloadClient;
-use links::{LinkState, NetworkFaults};
+use links::{Links, NetworkFaults};
 pub(crate) use nodes::NodeSlot;
 
 use crate::clock::SimClock;
@@ -99,8 +99,8 @@ pub(crate) struct World<P: Protocol> {
     network_faults: NetworkFaults,
     /// CPU profiles of the roles the run names (`SimConfig::cpu_roles`).
     cpu_by_role: BTreeMap<Role, crate::config::CpuCost>,
-    /// Links by (from, to); a fixed hasher, and never iterated.
-    links: rustc_hash::FxHashMap<(NodeId, NodeId), LinkState>,
+    /// Every link's order.
+    links: Links,
     actions: Vec<Action<P>>,
     checker: Option<Box<dyn GlobalChecker<P>>>,
     pub history: Vec<HistoryEvent>,
@@ -185,6 +185,7 @@ impl<P: Protocol> World<P> {
         config.latency = placed.latency;
         let jitter = (config.latency.jitter_mean_ns > 0)
             .then(|| Exp::new(1.0 / config.latency.jitter_mean_ns as f64).expect("positive"));
+        let links = Links::new(topology.nodes.len());
         let mut world = World {
             generator: Generator::new(&config.workload),
             network_rng: stream(config.seed, 1),
@@ -203,7 +204,7 @@ impl<P: Protocol> World<P> {
             faults: Vec::new(),
             random_faults_from: usize::MAX,
             network_faults: NetworkFaults::default(),
-            links: rustc_hash::FxHashMap::default(),
+            links,
             cpu_by_role,
             actions: Vec::new(),
             checker: P::global_checker(),

@@ -118,7 +118,7 @@ impl<P: Protocol> World<P> {
 
     pub(super) fn on_arrive(&mut self, to: NodeId, input: Input<P>) {
         if let Input::Message { from, sequence, .. } = &input {
-            let link = self.links.entry((*from, to)).or_default();
+            let link = self.links.get(*from, to);
             if link.delivered.is_some_and(|delivered| *sequence < delivered) {
                 self.outcome.network.delivered_out_of_order += 1;
             }
