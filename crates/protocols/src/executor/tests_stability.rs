@@ -28,7 +28,7 @@ fn a_command_waits_for_every_key_it_touches() {
     assert_eq!(executor.next(&|k: &Key| stable[usize::from(k[1] - b'0')], &mut open), Some(('b', 1)));
     assert_eq!(executor.next(&|k: &Key| stable[usize::from(k[1] - b'0')], &mut open), Some(('a', 2)));
     assert!(executor.is_empty());
-    executor.check_invariants();
+    executor.check_invariants_deeply();
 }
 
 #[test]
@@ -38,7 +38,7 @@ fn a_full_executor_refuses() {
     assert_eq!(executor.add(1u32, 1, &[key(0)]), Ok(()));
     assert_eq!(executor.add(2u32, 1, &[key(0)]), Err(Full));
     assert_eq!(executor.len(), 1);
-    executor.check_invariants();
+    executor.check_invariants_deeply();
 }
 
 /// A waiting command in the oracle: timestamp and keys.
@@ -157,7 +157,7 @@ proptest! {
                 Step::Drain => ran += drain(&mut executor, &mut waiting, &stable, &open)?,
             }
             prop_assert_eq!(executor.len(), waiting.len());
-            executor.check_invariants();
+            executor.check_invariants_deeply();
         }
         for (k, value) in stable.iter_mut().enumerate() {
             *value = u64::MAX;
