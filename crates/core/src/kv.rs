@@ -102,6 +102,12 @@ impl KvStore {
         Self::default()
     }
 
+    /// An empty store as a boxed state machine: what drivers hand nodes as
+    /// `NodeContext::new_state_machine` when the application is the built-in store.
+    pub fn boxed() -> Box<dyn StateMachine> {
+        Box::new(KvStore::new())
+    }
+
     /// A store holding copies of just `keys` (with their version chains, so digests go on
     /// from where they were); every other key is absent. See [`StateMachine::fork_keys`].
     pub fn fork(&self, keys: &[Key]) -> KvStore {

@@ -184,10 +184,6 @@ fn set_buffers(socket: &UdpSocket) {
     }
 }
 
-fn new_state_machine() -> Box<dyn ordo_core::StateMachine> {
-    Box::new(ordo_core::KvStore::new())
-}
-
 /// The nodes of entry `entry`, with their durable files opened: the nodes, what each persisted,
 /// and every cluster node's local index.
 type Opened<P> = (Vec<Local<P>>, Vec<Vec<<P as Protocol>::Durable>>, Vec<Option<usize>>);
@@ -241,7 +237,7 @@ impl<P: Protocol> Host<P> {
             topology: topology.clone(),
             config: config.clone(),
             run_seed: cluster.runtime.seed,
-            new_state_machine,
+            new_state_machine: ordo_core::KvStore::boxed,
             check_invariants: cfg!(debug_assertions),
         };
         let (locals, booted, local_of) = open_locals(cluster, entry, &placement.entry_of, &setup)?;

@@ -47,60 +47,52 @@ where
     Retyped::boxed(inner)
 }
 
-impl Protocol for MultiPaxosEarlyReply {
-    const NAME: &'static str = "multipaxos-canary-early-reply";
-    const SUMMARY: &'static str = "BROKEN on purpose: Multi-Paxos whose leader replies before a quorum";
-    type Message = Message;
-    type Timer = Timer;
-    type Durable = Durable;
-    type Config = Config;
-    type Observation = Observation;
+/// The `Protocol` impl of a canary: the real protocol's types and options with one flaw on, and
+/// the global checker when asked for.
+macro_rules! flawed_protocol {
+    ($canary:ty, $name:literal, $summary:literal, $flaw:expr, checker: $checker:literal) => {
+        impl Protocol for $canary {
+            const NAME: &'static str = $name;
+            const SUMMARY: &'static str = $summary;
+            type Message = Message;
+            type Timer = Timer;
+            type Durable = Durable;
+            type Config = Config;
+            type Observation = Observation;
 
-    fn validate_config(config: &Config) -> Result<(), String> {
-        config.validate()
-    }
+            fn validate_config(config: &Config) -> Result<(), String> {
+                config.validate()
+            }
 
-    fn new_node(context: NodeContext<Self>, durable: Vec<Durable>) -> Box<dyn Node<Self>> {
-        new_flawed(context, durable, Flaw::EarlyReply)
-    }
+            fn global_checker() -> Option<Box<dyn GlobalChecker<Self>>> {
+                $checker.then(|| Box::new(LogAgreement::new()) as Box<dyn GlobalChecker<Self>>)
+            }
+
+            fn new_node(context: NodeContext<Self>, durable: Vec<Durable>) -> Box<dyn Node<Self>> {
+                new_flawed(context, durable, $flaw)
+            }
+        }
+    };
 }
 
-impl Protocol for MultiPaxosLossyViewChange {
-    const NAME: &'static str = "multipaxos-canary-lossy-view-change";
-    const SUMMARY: &'static str = "BROKEN on purpose: Multi-Paxos whose view change keeps the shortest log";
-    type Message = Message;
-    type Timer = Timer;
-    type Durable = Durable;
-    type Config = Config;
-    type Observation = Observation;
-
-    fn validate_config(config: &Config) -> Result<(), String> {
-        config.validate()
-    }
-
-    fn new_node(context: NodeContext<Self>, durable: Vec<Durable>) -> Box<dyn Node<Self>> {
-        new_flawed(context, durable, Flaw::LossyViewChange)
-    }
-}
-
-impl Protocol for MultiPaxosReusedOp {
-    const NAME: &'static str = "multipaxos-canary-reused-op";
-    const SUMMARY: &'static str = "BROKEN on purpose: Multi-Paxos whose new leader reuses op numbers above the commit";
-    type Message = Message;
-    type Timer = Timer;
-    type Durable = Durable;
-    type Config = Config;
-    type Observation = Observation;
-
-    fn validate_config(config: &Config) -> Result<(), String> {
-        config.validate()
-    }
-
-    fn global_checker() -> Option<Box<dyn GlobalChecker<Self>>> {
-        Some(Box::new(LogAgreement::new()))
-    }
-
-    fn new_node(context: NodeContext<Self>, durable: Vec<Durable>) -> Box<dyn Node<Self>> {
-        new_flawed(context, durable, Flaw::ReusedOp)
-    }
-}
+flawed_protocol!(
+    MultiPaxosEarlyReply,
+    "multipaxos-canary-early-reply",
+    "BROKEN on purpose: Multi-Paxos whose leader replies before a quorum",
+    Flaw::EarlyReply,
+    checker: false
+);
+flawed_protocol!(
+    MultiPaxosLossyViewChange,
+    "multipaxos-canary-lossy-view-change",
+    "BROKEN on purpose: Multi-Paxos whose view change keeps the shortest log",
+    Flaw::LossyViewChange,
+    checker: false
+);
+flawed_protocol!(
+    MultiPaxosReusedOp,
+    "multipaxos-canary-reused-op",
+    "BROKEN on purpose: Multi-Paxos whose new leader reuses op numbers above the commit",
+    Flaw::ReusedOp,
+    checker: true
+);

@@ -151,10 +151,6 @@ pub fn topology(replicas: usize, clients: usize) -> Topology {
     }
 }
 
-fn new_kv_store() -> Box<dyn StateMachine> {
-    Box::new(KvStore::new())
-}
-
 /// A deterministic cluster of one protocol, driven step by step.
 pub struct Cluster<P: Protocol> {
     topology: Arc<Topology>,
@@ -206,7 +202,7 @@ impl<P: Protocol> Cluster<P> {
             topology: topology.clone(),
             config,
             run_seed: seed,
-            new_state_machine: new_kv_store,
+            new_state_machine: KvStore::boxed,
             check_invariants: true,
         };
         let slots = (0..topology.nodes.len())

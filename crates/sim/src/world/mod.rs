@@ -163,10 +163,6 @@ fn build_topology<P: Protocol>(
     }
 }
 
-fn new_state_machine() -> Box<dyn ordo_core::StateMachine> {
-    Box::new(ordo_core::KvStore::new())
-}
-
 impl<P: Protocol> World<P> {
     /// Builds the world; fails on a configuration that cannot run.
     pub fn new(mut config: SimConfig) -> Result<Self, String> {

@@ -66,7 +66,7 @@ impl<P: Protocol> World<P> {
             topology: self.topology.clone(),
             config: self.protocol_config.clone(),
             run_seed: self.config.seed,
-            new_state_machine,
+            new_state_machine: ordo_core::KvStore::boxed,
             check_invariants: self.config.check_invariants,
         };
         for spec in self.topology.nodes.clone() {
@@ -239,8 +239,9 @@ impl<P: Protocol> World<P> {
         match action {
             Action::Send { to, message } => {
                 let size = postcard::experimental::serialized_size(&message).expect("messages serialize");
-                cost += self.message_cost(id, size) * to.len() as u64;
-                self.transmit_all(id, &to, message, size, self.now + cost);
+                let count = to.len();
+                cost += self.message_cost(id, size) * count as u64;
+                self.transmit_all(id, &to, count, message, size, self.now + cost);
             }
             Action::Complete { op, result } => self.on_complete(id, op, result),
             Action::ArmTimer { timer, generation, deadline } => {
