@@ -54,6 +54,10 @@ pub struct SimArgs {
     /// Share of operations touching two keys (MGET/MSET): multi-shard commands with --shards.
     #[arg(long)]
     multi_key: Option<f64>,
+    /// Operations each client keeps in flight (pipelining; at most what the protocol's clients
+    /// take at once: unreplicated and multipaxos pipeline, the others take one).
+    #[arg(long)]
+    outstanding: Option<usize>,
     /// CPU cost model: default, or free (no CPU model).
     #[arg(long, default_value = "default")]
     cpu: String,
@@ -132,6 +136,9 @@ fn build_config(args: &SimArgs, seeds_mode: bool) -> Result<SimConfig, String> {
     }
     if let Some(rate) = args.rate {
         config.workload.rate_per_client = Some(rate);
+    }
+    if let Some(outstanding) = args.outstanding {
+        config.workload.outstanding_max = outstanding;
     }
     config.faults = match args.faults.as_str() {
         "none" => config.faults,

@@ -344,6 +344,11 @@ impl<P: Protocol> NodeRunner<P> {
         self.step(now, actions, |node, now, out| node.on_submit(now, submission, out));
     }
 
+    /// The application gave up on operation `op` (client nodes). Ignored while down.
+    pub fn abandon(&mut self, now: ClockReading, op: u64, actions: &mut Vec<Action<P>>) {
+        self.step(now, actions, |node, now, out| node.on_abandon(now, op, out));
+    }
+
     /// A timer armed by [`Action::ArmTimer`] fell due (by the driver's reckoning).
     pub fn fire_timer(
         &mut self,

@@ -159,9 +159,11 @@ impl Topology {
 }
 
 /// An application command handed to a client node. The driver numbers operations; the client
-/// reports the result under the same number. Submitting while an earlier operation is still
-/// outstanding abandons the earlier one (the driver gave up on it and recorded its outcome as
-/// unknown); the client must then never report it.
+/// reports the result under the same number, once. A driver keeps at most
+/// [`Protocol::client_window`] operations outstanding per client node. With a window of one,
+/// submitting while an operation is still outstanding abandons it (the driver gave up on it and
+/// recorded its outcome as unknown); with a wider window the driver says so through
+/// [`Node::on_abandon`]. Either way the client must then never report it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Submission {
     /// The driver's number for this operation.
@@ -514,6 +516,13 @@ pub trait Protocol: Sized + 'static {
         &[]
     }
 
+    /// How many operations a driver may keep outstanding at one client node (pipelining). One
+    /// unless the protocol's client and replicas handle several requests of a client in flight:
+    /// a client table keyed by request number within a window, not by the client's last request.
+    fn client_window(_config: &Self::Config) -> usize {
+        1
+    }
+
     /// A checker of invariants that span nodes, fed every [`Effect::Observe`] in simulation.
     fn global_checker() -> Option<Box<dyn GlobalChecker<Self>>> {
         None
@@ -559,6 +568,10 @@ pub trait Node<P: Protocol>: Send + AsAny {
     fn on_timer(&mut self, now: ClockReading, timer: P::Timer, out: &mut Outbox<P>);
     /// The application submits a command (client nodes only; others ignore it).
     fn on_submit(&mut self, _now: ClockReading, _submission: Submission, _out: &mut Outbox<P>) {}
+    /// The driver gave up on operation `op` and recorded its outcome as unknown: the client
+    /// stops retrying it and never reports it. Clients with a window of one may ignore it, since
+    /// their next submission abandons the previous one anyway.
+    fn on_abandon(&mut self, _now: ClockReading, _op: u64, _out: &mut Outbox<P>) {}
     /// Every write this incarnation issued up to and including `through` is durable (a write
     /// becomes durable after those issued before it). Sends that waited for them have left.
     fn on_durable(&mut self, _now: ClockReading, _through: PersistTicket, _out: &mut Outbox<P>) {}

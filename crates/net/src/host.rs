@@ -11,8 +11,8 @@
 //!   runner hears how many are durable and releases the sends that waited; a restart reads the
 //!   file back; `check_invariants` runs after each input in debug builds;
 //! - a client node takes one submission at a time: the host queues requests and hands them to
-//!   free client nodes; an operation that runs past the timeout is answered as unknown, and the
-//!   next submission to that client abandons it (as `Submission` documents).
+//!   free client nodes; an operation that runs past the timeout is answered as unknown and
+//!   abandoned at its client node (`Node::on_abandon`), which stops retrying it.
 
 mod faults;
 mod incoming;
@@ -328,7 +328,9 @@ impl<P: Protocol> Host<P> {
         self.fire_timers(now);
         self.outgoing.release_delayed(now, self.fd(), &mut self.transport);
         self.dispatch(now);
-        self.requests.expire(now, &mut self.transport);
+        for (index, op) in self.requests.expire(now, &mut self.transport) {
+            self.step(index, |runner, now, actions| runner.abandon(now, op, actions));
+        }
         self.drain_inbox();
         self.flush();
         self.commit()?;

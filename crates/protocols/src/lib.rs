@@ -8,6 +8,8 @@
 
 #[cfg(any(test, feature = "canary"))]
 pub mod canary;
+pub mod client_pipeline;
+pub mod client_table;
 pub mod executor;
 pub mod multipaxos;
 pub mod nezha;
@@ -86,6 +88,8 @@ registry! {
     multipaxos::MultiPaxosLossyViewChange => canary: true,
     #[cfg(feature = "canary")]
     multipaxos::MultiPaxosReusedOp => canary: true,
+    #[cfg(feature = "canary")]
+    multipaxos::MultiPaxosReexecutedRetry => canary: true,
     #[cfg(feature = "canary")]
     nezha::NezhaMajorityFastQuorum => canary: true,
     #[cfg(feature = "canary")]

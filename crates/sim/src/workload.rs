@@ -53,6 +53,9 @@ pub struct WorkloadSpec {
     pub backlog_max: usize,
     /// A client gives up on an operation after this long and records its outcome as unknown.
     pub op_timeout_ns: u64,
+    /// Operations each client keeps in flight at once (pipelining): at most the protocol's
+    /// client window. With more than one, history events carry operation ids.
+    pub outstanding_max: usize,
     /// Share of operations that touch two keys at once (MGET for reads, MSET for writes): the
     /// multi-shard commands of partial replication when the keys fall in different shards.
     pub multi_key_ratio: f64,
@@ -69,6 +72,7 @@ impl Default for WorkloadSpec {
             rate_per_client: None,
             backlog_max: 10_000,
             op_timeout_ns: 1_000_000_000,
+            outstanding_max: 1,
             multi_key_ratio: 0.0,
         }
     }
@@ -125,6 +129,9 @@ impl WorkloadSpec {
         ratio("read_ratio", self.read_ratio)?;
         ratio("append_ratio", self.append_ratio)?;
         ratio("multi_key_ratio", self.multi_key_ratio)?;
+        if self.outstanding_max == 0 {
+            return Err("workload: outstanding_max must be at least 1".into());
+        }
         match self.keys {
             KeyChoice::Uniform { keys: 0 } | KeyChoice::Zipf { keys: 0, .. } => {
                 Err("workload: keys must be at least 1".into())

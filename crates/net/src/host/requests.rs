@@ -92,8 +92,10 @@ impl Requests {
         }
     }
 
-    /// Answers as unknown every operation past its deadline at `now`, freeing its client node.
-    pub(super) fn expire(&mut self, now: u64, transport: &mut Transport) {
+    /// Answers as unknown every operation past its deadline at `now`, freeing its client node,
+    /// and returns them as (local node index, op): the caller tells each node to abandon it.
+    pub(super) fn expire(&mut self, now: u64, transport: &mut Transport) -> Vec<(usize, u64)> {
+        let mut expired = Vec::new();
         while let Some((&op, &index)) = self.outstanding.first_key_value() {
             let current = self.busy[index].as_ref().is_some_and(|b| b.op == op);
             debug_assert!(current, "outstanding operations are their client's current one");
@@ -105,8 +107,10 @@ impl Requests {
                 let _ = busy.reply.send(Outcome::Timeout);
                 transport.operations_timed_out += 1;
                 self.free_clients.push(index);
+                expired.push((index, op));
             }
         }
+        expired
     }
 
     /// The deadline of the next operation to expire.

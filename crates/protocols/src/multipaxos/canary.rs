@@ -14,6 +14,11 @@
 //!   Two replicas then report different requests committed at one op: the global checker
 //!   (`checker.rs`) catches it at the step the second one commits, before any client reads.
 //!
+//! - `MultiPaxosReexecutedRetry`: a retry of an executed request is proposed and applied again
+//!   instead of being answered from the client table. A retried append lands twice; the
+//!   pipelining campaign (`crates/sim/tests/pipelining.rs`), where retries of requests still in
+//!   a client's window are common, catches it.
+//!
 //! All share the real protocol's observations (the wrapper forwards them); only the reused-op
 //! canary runs the global checker, so that the other two stay negative controls of the
 //! end-of-run checks (linearizability, replica agreement).
@@ -33,6 +38,9 @@ pub struct MultiPaxosLossyViewChange;
 
 /// Multi-Paxos whose new leader proposes at op numbers that may be committed (broken on purpose).
 pub struct MultiPaxosReusedOp;
+
+/// Multi-Paxos that executes retried requests again (broken on purpose).
+pub struct MultiPaxosReexecutedRetry;
 
 fn new_flawed<P>(context: NodeContext<P>, durable: Vec<Durable>, flaw: Flaw) -> Box<dyn Node<P>>
 where
@@ -62,6 +70,10 @@ macro_rules! flawed_protocol {
 
             fn validate_config(config: &Config) -> Result<(), String> {
                 config.validate()
+            }
+
+            fn client_window(config: &Config) -> usize {
+                config.client_window
             }
 
             fn global_checker() -> Option<Box<dyn GlobalChecker<Self>>> {
@@ -95,4 +107,11 @@ flawed_protocol!(
     "BROKEN on purpose: Multi-Paxos whose new leader reuses op numbers above the commit",
     Flaw::ReusedOp,
     checker: true
+);
+flawed_protocol!(
+    MultiPaxosReexecutedRetry,
+    "multipaxos-canary-reexecuted-retry",
+    "BROKEN on purpose: Multi-Paxos that executes a retried request again",
+    Flaw::ReexecutedRetry,
+    checker: false
 );

@@ -1,30 +1,24 @@
 //! The client: sends each submission to the replica it believes leads, and on a timeout to every
-//! replica. It learns the view from replies and redirects, and completes each submission exactly
-//! once.
+//! replica. It learns the view from replies and redirects, keeps up to `client_window` requests
+//! in flight, and completes each submission exactly once.
 
 use super::messages::Message;
 use super::{Config, MultiPaxos, Timer};
+use crate::client_pipeline::ClientPipeline;
 use ordo_core::{
-    ClientId, ClockReading, Command, CommandResult, Destinations, Node, NodeContext, NodeId, NodeStats, Outbox,
-    RequestId, Submission,
+    ClockReading, CommandResult, Destinations, Node, NodeContext, NodeId, NodeStats, Outbox, RequestId, Submission,
 };
-
-/// The request the client is waiting on.
-struct Outstanding {
-    op: u64,
-    id: RequestId,
-    command: Command,
-}
 
 /// A Multi-Paxos client.
 pub struct Client {
-    id: ClientId,
     replicas: Destinations,
     config: Config,
     /// The highest view heard of; its leader gets our requests.
     view: u64,
-    next_number: u64,
-    outstanding: Option<Outstanding>,
+    pipeline: ClientPipeline,
+    /// Whether the retry timer is armed: new submissions must not push back a retry that an
+    /// older request is due.
+    retry_armed: bool,
     stats: NodeStats,
 }
 
@@ -33,29 +27,36 @@ impl Client {
     pub fn new(context: NodeContext<MultiPaxos>) -> Self {
         let replicas = context.topology.replicas().clone();
         assert!(!replicas.is_empty(), "a cluster has replicas");
-        Client {
-            id: context.client_id(),
-            replicas,
-            config: context.config,
-            view: 0,
-            next_number: 1,
-            outstanding: None,
-            stats: NodeStats::default(),
-        }
+        let pipeline = ClientPipeline::new(context.client_id(), context.config.client_window);
+        Client { replicas, config: context.config, view: 0, pipeline, retry_armed: false, stats: NodeStats::default() }
     }
 
     fn leader(&self) -> NodeId {
         self.replicas[(self.view % self.replicas.len() as u64) as usize]
     }
 
-    fn request(&self) -> Message {
-        let outstanding = self.outstanding.as_ref().expect("a request is outstanding");
-        Message::Request { id: outstanding.id, command: outstanding.command.clone() }
+    fn request(&self, id: RequestId) -> Message {
+        let request = self.pipeline.get(id.number).expect("the request is in flight");
+        Message::Request { id, acked_below: self.pipeline.acked_below(), command: request.command.clone() }
     }
 
-    fn send_to_leader(&self, out: &mut Outbox<MultiPaxos>) {
-        out.send(self.leader(), self.request());
-        out.set_timer(Timer::ClientRetry, self.config.client_retry_ns);
+    fn in_flight(&self) -> Vec<RequestId> {
+        self.pipeline.in_flight().map(|(id, _)| id).collect()
+    }
+
+    /// Sends `started` to the leader, and keeps the retry timer armed while anything is in
+    /// flight.
+    fn send_to_leader(&mut self, started: Vec<RequestId>, out: &mut Outbox<MultiPaxos>) {
+        for id in started {
+            out.send(self.leader(), self.request(id));
+        }
+        if self.pipeline.is_idle() {
+            out.cancel_timer(Timer::ClientRetry);
+            self.retry_armed = false;
+        } else if !self.retry_armed {
+            out.set_timer(Timer::ClientRetry, self.config.client_retry_ns);
+            self.retry_armed = true;
+        }
     }
 
     fn on_reply(
@@ -66,15 +67,10 @@ impl Client {
         out: &mut Outbox<MultiPaxos>,
     ) -> Result<(), &'static str> {
         self.view = self.view.max(view);
-        let Some(outstanding) = &self.outstanding else {
-            return Err("reply while nothing is outstanding");
-        };
-        if outstanding.id != id {
-            return Err("reply for a request no longer outstanding");
-        }
-        out.complete(outstanding.op, result);
-        out.cancel_timer(Timer::ClientRetry);
-        self.outstanding = None;
+        let (op, started) = self.pipeline.complete(id.number);
+        let op = op.ok_or("reply for a request no longer outstanding")?;
+        out.complete(op, result);
+        self.send_to_leader(started, out);
         Ok(())
     }
 
@@ -83,9 +79,8 @@ impl Client {
             return Err("redirect to a view already known");
         }
         self.view = view;
-        if self.outstanding.is_some() {
-            self.send_to_leader(out);
-        }
+        let in_flight = self.in_flight();
+        self.send_to_leader(in_flight, out);
         Ok(())
     }
 }
@@ -94,11 +89,13 @@ impl Node<MultiPaxos> for Client {
     fn on_start(&mut self, _now: ClockReading, _out: &mut Outbox<MultiPaxos>) {}
 
     fn on_submit(&mut self, _now: ClockReading, submission: Submission, out: &mut Outbox<MultiPaxos>) {
-        // A new submission abandons the previous one: its late reply will not match the new id.
-        let id = RequestId { client: self.id, number: self.next_number };
-        self.next_number += 1;
-        self.outstanding = Some(Outstanding { op: submission.op, id, command: submission.command });
-        self.send_to_leader(out);
+        let started = self.pipeline.submit(submission);
+        self.send_to_leader(started, out);
+    }
+
+    fn on_abandon(&mut self, _now: ClockReading, op: u64, out: &mut Outbox<MultiPaxos>) {
+        let started = self.pipeline.abandon(op);
+        self.send_to_leader(started, out);
     }
 
     fn on_message(&mut self, _now: ClockReading, _from: NodeId, message: Message, out: &mut Outbox<MultiPaxos>) {
@@ -113,21 +110,25 @@ impl Node<MultiPaxos> for Client {
     }
 
     fn on_timer(&mut self, _now: ClockReading, timer: Timer, out: &mut Outbox<MultiPaxos>) {
-        if timer != Timer::ClientRetry || self.outstanding.is_none() {
+        if timer != Timer::ClientRetry {
+            return;
+        }
+        self.retry_armed = false;
+        if self.pipeline.is_idle() {
             return;
         }
         // The leader may be gone or our view stale: ask everyone; the leader answers, the
         // others redirect.
         self.stats.count("client_retry");
-        out.multicast(&self.replicas, self.request());
+        for id in self.in_flight() {
+            out.multicast(&self.replicas, self.request(id));
+        }
         out.set_timer(Timer::ClientRetry, self.config.client_retry_ns);
+        self.retry_armed = true;
     }
 
     fn check_invariants(&self) {
-        if let Some(outstanding) = &self.outstanding {
-            assert!(outstanding.id.number < self.next_number, "the outstanding request was numbered");
-            assert_eq!(outstanding.id.client, self.id, "requests carry our id");
-        }
+        self.pipeline.check_invariants();
     }
 
     fn stats(&self) -> &NodeStats {
@@ -135,7 +136,7 @@ impl Node<MultiPaxos> for Client {
     }
 
     fn status(&self) -> String {
-        let outstanding = self.outstanding.as_ref().map_or(0, |o| o.id.number);
-        format!("client {:?} view={} next={} outstanding={}", self.id, self.view, self.next_number, outstanding)
+        let (next, mark) = (self.pipeline.next_number(), self.pipeline.acked_below());
+        format!("client view={} next={next} acked_below={mark}", self.view)
     }
 }

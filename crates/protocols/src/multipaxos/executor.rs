@@ -9,8 +9,8 @@
 //! as the cursor: it is where "each op once, in order, none skipped" is checked, and a snapshot
 //! moves it.
 
-use super::client_table::{ClientTable, Lookup};
 use super::messages::{Entry, Snapshot};
+use crate::client_table::{ClientTable, Lookup};
 use crate::executor::log::LogExecutor;
 use ordo_core::{CommandResult, StateMachine};
 
@@ -19,8 +19,9 @@ use ordo_core::{CommandResult, StateMachine};
 pub enum Outcome {
     /// The command ran and gave this result.
     Applied(CommandResult),
-    /// The request had executed before (a retry that reached the log twice): the state did not
-    /// change; the result is the cached one if it is the client's last request.
+    /// The request had executed before (a retry that reached the log twice), or its client
+    /// needs no answer (below its mark, or beyond its window): the state did not change; the
+    /// result is the cached one while the client may still ask for it.
     Duplicate(Option<CommandResult>),
 }
 
@@ -39,18 +40,27 @@ pub struct Executor {
     new_state_machine: fn() -> Box<dyn StateMachine>,
     client_table: ClientTable,
     client_table_max: usize,
+    client_window: usize,
+    /// A canary's flaw: executed requests that reach the log again are applied again.
+    pub(crate) reexecute_retries: bool,
     /// The next op to execute; a one-slot window, since ops come in order.
     order: LogExecutor<()>,
 }
 
 impl Executor {
     /// A fresh state machine at op 0.
-    pub fn new(new_state_machine: fn() -> Box<dyn StateMachine>, client_table_max: usize) -> Self {
+    pub fn new(
+        new_state_machine: fn() -> Box<dyn StateMachine>,
+        client_table_max: usize,
+        client_window: usize,
+    ) -> Self {
         Executor {
             state_machine: new_state_machine(),
             new_state_machine,
-            client_table: ClientTable::new(client_table_max),
+            client_table: ClientTable::new(client_table_max, client_window),
             client_table_max,
+            client_window,
+            reexecute_retries: false,
             order: LogExecutor::new(1, 1),
         }
     }
@@ -75,12 +85,15 @@ impl Executor {
         self.order.commit(op, ()).expect("ops execute in order");
         let (released, ()) = self.order.pop().expect("the next op is released at once");
         assert_eq!(released, op, "ops execute in order");
-        let outcome = match self.client_table.lookup(entry.id.client, entry.id.number) {
-            Lookup::Old => Outcome::Duplicate(None),
+        let outcome = match self.client_table.lookup(entry.id, entry.acked_below) {
+            Lookup::Old | Lookup::BeyondWindow => Outcome::Duplicate(None),
+            Lookup::Executed(_) if self.reexecute_retries => {
+                Outcome::Applied(self.state_machine.apply(entry.id, &entry.command))
+            }
             Lookup::Executed(result) => Outcome::Duplicate(Some(result.clone())),
             Lookup::New => {
                 let result = self.state_machine.apply(entry.id, &entry.command);
-                self.client_table.record(entry.id.client, entry.id.number, result.clone(), op);
+                self.client_table.record(entry.id, entry.acked_below, result.clone(), op);
                 Outcome::Applied(result)
             }
         };
@@ -99,7 +112,7 @@ impl Executor {
 
     /// Replaces the state with `snapshot`. On error nothing changes.
     pub fn restore(&mut self, snapshot: &Snapshot) -> Result<(), RestoreError> {
-        let client_table = ClientTable::from_records(self.client_table_max, &snapshot.client_table)
+        let client_table = ClientTable::from_records(self.client_table_max, self.client_window, &snapshot.client_table)
             .ok_or(RestoreError::ClientTable)?;
         let mut state_machine = (self.new_state_machine)();
         state_machine.restore(&snapshot.state).map_err(|_| RestoreError::State)?;
@@ -131,6 +144,7 @@ mod tests {
     fn incr(client: u64, number: u64) -> Entry {
         Entry {
             id: RequestId { client: ClientId(client), number },
+            acked_below: number,
             reply_to: NodeId(0),
             command: Command::IncrBy { key: "n".into(), delta: 1 },
         }
@@ -139,7 +153,7 @@ mod tests {
     #[test]
     fn duplicates_do_not_execute_twice() {
         // Goal: at-most-once execution. Method: the same request at two ops, then an older one.
-        let mut executor = Executor::new(new_kv, 10);
+        let mut executor = Executor::new(new_kv, 10, 1);
         assert_eq!(executor.execute(1, &incr(1, 1)), Outcome::Applied(CommandResult::Integer(1)));
         assert_eq!(executor.execute(2, &incr(1, 1)), Outcome::Duplicate(Some(CommandResult::Integer(1))));
         assert_eq!(executor.execute(3, &incr(1, 2)), Outcome::Applied(CommandResult::Integer(2)));
@@ -150,10 +164,10 @@ mod tests {
     #[test]
     fn snapshot_round_trip_and_bad_snapshot() {
         // Goal: a snapshot restores state and table; a corrupt one changes nothing.
-        let mut executor = Executor::new(new_kv, 10);
+        let mut executor = Executor::new(new_kv, 10, 1);
         executor.execute(1, &incr(1, 1));
         let snapshot = executor.snapshot();
-        let mut other = Executor::new(new_kv, 10);
+        let mut other = Executor::new(new_kv, 10, 1);
         other.restore(&snapshot).unwrap();
         assert_eq!(other.executed(), 1);
         assert_eq!(other.execute(2, &incr(1, 1)), Outcome::Duplicate(Some(CommandResult::Integer(1))));

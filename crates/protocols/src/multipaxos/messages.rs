@@ -1,6 +1,6 @@
 //! Messages of Multi-Paxos, and the log entry and snapshot they carry.
 
-use super::client_table::ClientRecord;
+use crate::client_table::ClientRecord;
 use bytes::Bytes;
 use ordo_core::{Command, CommandResult, NodeId, RequestId};
 use serde::{Deserialize, Serialize};
@@ -11,6 +11,8 @@ use std::sync::Arc;
 pub struct Entry {
     /// The request.
     pub id: RequestId,
+    /// The client's acknowledgement mark sent with it (see `crate::client_table`).
+    pub acked_below: u64,
     /// The client node the leader replies to.
     pub reply_to: NodeId,
     /// What to execute.
@@ -109,6 +111,8 @@ pub enum Message {
     Request {
         /// The request.
         id: RequestId,
+        /// The client's acknowledgement mark: it needs no answer below this number.
+        acked_below: u64,
         /// What to execute.
         command: Command,
     },

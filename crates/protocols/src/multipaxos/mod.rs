@@ -78,7 +78,6 @@
 
 pub mod checker;
 pub mod client;
-pub mod client_table;
 pub mod executor;
 pub mod log;
 pub mod messages;
@@ -90,7 +89,7 @@ pub mod view_change;
 #[cfg(feature = "canary")]
 pub mod canary;
 #[cfg(feature = "canary")]
-pub use canary::{MultiPaxosEarlyReply, MultiPaxosLossyViewChange, MultiPaxosReusedOp};
+pub use canary::{MultiPaxosEarlyReply, MultiPaxosLossyViewChange, MultiPaxosReexecutedRetry, MultiPaxosReusedOp};
 
 #[cfg(test)]
 mod tests;
@@ -141,6 +140,8 @@ pub struct Config {
     pub checkpoint_interval_max: u64,
     /// Most clients remembered in the client table; the least recently executed is evicted.
     pub client_table_max: usize,
+    /// Requests one client may keep in flight (pipelining).
+    pub client_window: usize,
     /// Most out-of-order `Prepare`s a backup buffers while it waits for the missing ones.
     pub prepare_buffer_max: usize,
     /// Most log entries in one `NewState` (or retransmitted `Prepare`); larger logs move in rounds.
@@ -161,6 +162,7 @@ impl Default for Config {
             checkpoint_bytes_per_op: 64,
             checkpoint_interval_max: 16_384,
             client_table_max: 100_000,
+            client_window: 16,
             prepare_buffer_max: 64,
             state_transfer_entries_max: 1024,
         }
@@ -194,6 +196,7 @@ impl Config {
             ("pending_max", self.pending_max as u64),
             ("checkpoint_interval", self.checkpoint_interval),
             ("client_table_max", self.client_table_max as u64),
+            ("client_window", self.client_window as u64),
             ("state_transfer_entries_max", self.state_transfer_entries_max as u64),
         ];
         if let Some((name, _)) = positive.iter().find(|(_, value)| *value == 0) {
@@ -278,6 +281,9 @@ pub(crate) enum Flaw {
     /// The new leader of a view keeps the chosen log only up to the highest commit number
     /// offered, and so proposes new requests at op numbers that may already be committed.
     ReusedOp,
+    /// Retries of executed requests execute again: the leader proposes them anew and the
+    /// executor applies them instead of answering from the client table.
+    ReexecutedRetry,
 }
 
 impl Protocol for MultiPaxos {
@@ -301,6 +307,10 @@ impl Protocol for MultiPaxos {
 
     fn validate_config(config: &Config) -> Result<(), String> {
         config.validate()
+    }
+
+    fn client_window(config: &Config) -> usize {
+        config.client_window
     }
 
     fn global_checker() -> Option<Box<dyn GlobalChecker<Self>>> {

@@ -78,7 +78,12 @@ mod tests {
     use ordo_core::{ClientId, Command, NodeId, RequestId};
 
     fn entry(number: u64) -> Entry {
-        Entry { id: RequestId { client: ClientId(1), number }, reply_to: NodeId(9), command: Command::get("k") }
+        Entry {
+            id: RequestId { client: ClientId(1), number },
+            acked_below: number,
+            reply_to: NodeId(9),
+            command: Command::get("k"),
+        }
     }
 
     #[test]

@@ -3,7 +3,6 @@
 //! `view_change.rs`, state transfer in `state_transfer.rs`, restart in `recovery.rs`.
 
 use super::checker::{Observation, execution_digest};
-use super::client_table::Lookup;
 use super::executor::{Executor, Outcome};
 use super::log::Log;
 use super::messages::{Entry, Message, Prepare, Snapshot};
@@ -11,13 +10,14 @@ use super::recovery::Recovered;
 use super::state_transfer::TransferState;
 use super::view_change::ViewChangeState;
 use super::{Config, Durable, Flaw, MultiPaxos, Timer};
+use crate::client_table::Lookup;
 use ordo_core::{
-    ClientId, ClockReading, Destinations, Node, NodeContext, NodeId, NodeStats, Outbox, PersistMode, PersistTicket,
+    ClockReading, Destinations, Node, NodeContext, NodeId, NodeStats, Outbox, PersistMode, PersistTicket, RequestId,
     StateMachine,
 };
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 
 /// What a replica is doing.
@@ -58,8 +58,10 @@ pub enum DropReason {
     NotLeader,
     /// The message must come from the leader of its view and did not.
     NotFromLeader,
-    /// The client has executed a later request.
+    /// The request is below its client's acknowledgement mark: the client needs no answer.
     OldRequest,
+    /// The request is beyond its client's window (a faulty client).
+    BeyondWindow,
     /// The request is already in the log or queued, not yet executed.
     AlreadyProposed,
     /// The log holds `log_max` entries.
@@ -113,7 +115,8 @@ impl DropReason {
             DropReason::NotNormal => "not normal",
             DropReason::NotLeader => "not the leader",
             DropReason::NotFromLeader => "not from the view's leader",
-            DropReason::OldRequest => "request older than the client's last",
+            DropReason::OldRequest => "request below the client's acknowledgement mark",
+            DropReason::BeyondWindow => "request beyond the client's window",
             DropReason::AlreadyProposed => "request already in the log",
             DropReason::LogFull => "log full",
             DropReason::PendingFull => "pending queue full",
@@ -167,8 +170,8 @@ pub(super) struct LeaderState {
     pub(super) stalled_beats: BTreeMap<NodeId, u32>,
     /// The leader's own log is durable up to here (see the module docs on durability).
     pub(super) durable_op: u64,
-    /// Highest request number per client that is in the log or queue but not executed.
-    pub(super) proposed: BTreeMap<ClientId, u64>,
+    /// Requests in the log or queue but not executed.
+    pub(super) proposed: BTreeSet<RequestId>,
 }
 
 /// State a backup keeps about its leader.
@@ -224,7 +227,8 @@ impl Replica {
         let quorum_others = context.topology.majority() - 1;
         assert!(quorum_others <= others.len(), "a quorum fits in the cluster");
         let recovered = Recovered::replay(&durable);
-        let mut executor = Executor::new(context.new_state_machine, config.client_table_max);
+        let mut executor = Executor::new(context.new_state_machine, config.client_table_max, config.client_window);
+        executor.reexecute_retries = flaw == Flaw::ReexecutedRetry;
         if let Some(snapshot) = &recovered.snapshot {
             executor.restore(snapshot).expect("a replica's own snapshot decodes");
         }
@@ -377,6 +381,7 @@ impl Replica {
         &mut self,
         from: NodeId,
         id: ordo_core::RequestId,
+        acked_below: u64,
         command: ordo_core::Command,
         out: &mut Outbox<MultiPaxos>,
     ) -> Handled {
@@ -387,15 +392,17 @@ impl Replica {
             out.send(from, Message::Redirect { view: self.view });
             return Err(DropReason::NotLeader);
         }
-        match self.executor.client_table().lookup(id.client, id.number) {
+        match self.executor.client_table().lookup(id, acked_below) {
             Lookup::Old => return Err(DropReason::OldRequest),
+            Lookup::BeyondWindow => return Err(DropReason::BeyondWindow),
+            Lookup::Executed(_) if self.flaw == Flaw::ReexecutedRetry => {}
             Lookup::Executed(result) => {
                 out.send(from, Message::Reply { view: self.view, id, result: result.clone() });
                 return Ok(());
             }
             Lookup::New => {}
         }
-        if self.leader.proposed.get(&id.client).is_some_and(|&number| number >= id.number) {
+        if self.leader.proposed.contains(&id) {
             return Err(DropReason::AlreadyProposed);
         }
         if self.log.len() + self.leader.pending.len() >= self.config.log_max() {
@@ -404,8 +411,8 @@ impl Replica {
         if self.leader.pending.len() >= self.config.pending_max {
             return Err(DropReason::PendingFull);
         }
-        self.leader.proposed.insert(id.client, id.number);
-        self.leader.pending.push_back(Entry { id, reply_to: from, command });
+        self.leader.proposed.insert(id);
+        self.leader.pending.push_back(Entry { id, acked_below, reply_to: from, command });
         self.send_batches(out);
         assert!(self.leader.pending.len() <= self.config.pending_max, "the queue respects its bound");
         Ok(())
@@ -649,9 +656,7 @@ impl Replica {
         };
         out.observe(Observation::Executed { op, id: entry.id, digest });
         if self.status == Status::Normal && self.is_leader() {
-            if self.leader.proposed.get(&entry.id.client) == Some(&entry.id.number) {
-                self.leader.proposed.remove(&entry.id.client);
-            }
+            self.leader.proposed.remove(&entry.id);
             if let Some(result) = result {
                 out.send(entry.reply_to, Message::Reply { view: self.view, id: entry.id, result });
             }
@@ -785,7 +790,7 @@ impl Node<MultiPaxos> for Replica {
 
     fn on_message(&mut self, _now: ClockReading, from: NodeId, message: Message, out: &mut Outbox<MultiPaxos>) {
         let handled = match message {
-            Message::Request { id, command } => self.on_request(from, id, command, out),
+            Message::Request { id, acked_below, command } => self.on_request(from, id, acked_below, command, out),
             Message::Prepare(prepare) => self.on_prepare(from, prepare, out),
             Message::PrepareOk { view, op_number } => self.on_prepare_ok(from, view, op_number, out),
             Message::Commit { view, commit_number } => self.on_commit(from, view, commit_number, out),

@@ -392,8 +392,12 @@ fn prepare_from_an_older_view_after_restart_is_refused() {
     cluster.restart(backup);
     assert!(cluster.status(backup).starts_with("view=1 normal backup"), "{}", cluster.status(backup));
     let op_before = status_number(&cluster, backup, "op");
-    let entry =
-        Entry { id: RequestId { client: ClientId(99), number: 1 }, reply_to: client, command: Command::set("a", "x") };
+    let entry = Entry {
+        id: RequestId { client: ClientId(99), number: 1 },
+        acked_below: 1,
+        reply_to: client,
+        command: Command::set("a", "x"),
+    };
     let stale = Prepare { view: 0, op_number: op_before + 1, entries: vec![entry], commit_number: op_before + 1 };
     cluster.inject(cluster.replica(0), backup, Message::Prepare(stale));
     cluster.deliver_all();

@@ -195,7 +195,7 @@ impl Replica {
         let offers = self.view_change.do_view_change.iter();
         let chosen = match self.flaw {
             Flaw::LossyViewChange => offers.min_by_key(|(id, offer)| (offer.op_number, **id)),
-            Flaw::None | Flaw::EarlyReply | Flaw::ReusedOp => {
+            Flaw::None | Flaw::EarlyReply | Flaw::ReusedOp | Flaw::ReexecutedRetry => {
                 offers.max_by_key(|(id, offer)| (offer.last_normal_view, offer.op_number, **id))
             }
         };
@@ -331,11 +331,7 @@ impl Replica {
     /// executed, and those queued.
     pub(super) fn rebuild_proposed(&mut self) {
         let from = self.executor.executed().max(self.log.base());
-        let mut proposed = BTreeMap::new();
-        for entry in self.log.iter_after(from).map(|(_, entry)| entry).chain(self.leader.pending.iter()) {
-            let number = proposed.entry(entry.id.client).or_insert(entry.id.number);
-            *number = (*number).max(entry.id.number);
-        }
-        self.leader.proposed = proposed;
+        let entries = self.log.iter_after(from).map(|(_, entry)| entry).chain(self.leader.pending.iter());
+        self.leader.proposed = entries.map(|entry| entry.id).collect();
     }
 }

@@ -127,7 +127,8 @@ struct Slot<P: Protocol> {
     /// When each armed timer falls due, in true time, with its generation.
     deadlines: BTreeMap<P::Timer, (u64, u64)>,
     /// For clients: the submission not yet completed.
-    outstanding: Option<u64>,
+    /// Submissions not yet completed nor abandoned (clients only).
+    outstanding: BTreeSet<u64>,
     incarnation: u64,
 }
 
@@ -217,7 +218,7 @@ impl<P: Protocol> Cluster<P> {
                     on_disk: 0,
                     manual_durability: false,
                     deadlines: BTreeMap::new(),
-                    outstanding: None,
+                    outstanding: BTreeSet::new(),
                     incarnation: 0,
                 }
             })
@@ -378,9 +379,9 @@ impl<P: Protocol> Cluster<P> {
         self.completions.iter().find(|c| c.op == op).map(|c| &c.result)
     }
 
-    /// The client's submission not yet completed, if any.
+    /// The client's earliest submission not yet completed, if any.
     pub fn outstanding(&self, client: NodeId) -> Option<u64> {
-        self.slots[client.index()].outstanding
+        self.slots[client.index()].outstanding.first().copied()
     }
 
     /// Messages dropped because an end was isolated.
@@ -403,18 +404,38 @@ impl<P: Protocol> Cluster<P> {
 
     // ---- inputs --------------------------------------------------------------------------
 
-    /// Hands `command` to `client` and returns the submission's number. A submission still
-    /// outstanding at that client is abandoned.
+    /// Hands `command` to `client` and returns the submission's number. Submissions still
+    /// outstanding at that client are abandoned first (one operation at a time, as a simple
+    /// application does); [`Cluster::submit_pipelined`] keeps them.
     pub fn submit(&mut self, client: NodeId, command: ordo_core::Command) -> u64 {
+        let earlier: Vec<u64> = self.slots[client.index()].outstanding.iter().copied().collect();
+        for op in earlier {
+            self.abandon(client, op);
+        }
+        self.submit_pipelined(client, command)
+    }
+
+    /// Hands `command` to `client`, keeping its other submissions in flight (at most the
+    /// protocol's client window), and returns the submission's number.
+    pub fn submit_pipelined(&mut self, client: NodeId, command: ordo_core::Command) -> u64 {
         assert!(self.topology.node(client).role == Role::Client, "{client} is not a client");
         let op = self.next_op;
         self.next_op += 1;
         if !self.is_up(client) {
             return op;
         }
-        self.slots[client.index()].outstanding = Some(op);
+        let outstanding = &mut self.slots[client.index()].outstanding;
+        assert!(outstanding.len() < P::client_window(&self.setup.config), "{client} has a full window");
+        outstanding.insert(op);
         self.step(client.index(), |runner, now, actions| runner.submit(now, Submission { op, command }, actions));
         op
+    }
+
+    /// Tells `client` the application gave up on submission `op`: it must never complete it.
+    pub fn abandon(&mut self, client: NodeId, op: u64) {
+        if self.slots[client.index()].outstanding.remove(&op) && self.is_up(client) {
+            self.step(client.index(), |runner, now, actions| runner.abandon(now, op, actions));
+        }
     }
 
     /// The messages in the network, oldest first.
@@ -637,7 +658,7 @@ impl<P: Protocol> Cluster<P> {
         slot.deadlines.clear();
         slot.unflushed.clear();
         slot.on_disk = 0;
-        slot.outstanding = None;
+        slot.outstanding.clear();
         self.network.retain(|envelope| envelope.to != node);
     }
 
@@ -730,8 +751,7 @@ impl<P: Protocol> Cluster<P> {
             }
             Action::Complete { op, result } => {
                 let slot = &mut self.slots[index];
-                assert_eq!(slot.outstanding, Some(op), "{from} completed op {op}, which is not its outstanding one");
-                slot.outstanding = None;
+                assert!(slot.outstanding.remove(&op), "{from} completed op {op}, which is not outstanding");
                 self.completions.push(Completion { client: from, op, result });
             }
             Action::ArmTimer { timer, generation, deadline } => {

@@ -10,6 +10,8 @@ pub enum Message {
     Request {
         /// The request.
         id: RequestId,
+        /// The client's acknowledgement mark: it needs no answer below this number.
+        acked_below: u64,
         /// What to execute.
         command: Command,
     },

@@ -27,11 +27,15 @@ pub struct Config {
     pub client_retry_ns: u64,
     /// Commands between two snapshots that compact the durable log.
     pub snapshot_interval: u64,
+    /// Requests one client may keep in flight (pipelining).
+    pub client_window: usize,
+    /// Clients the server's client table remembers.
+    pub client_table_max: usize,
 }
 
 impl Default for Config {
     fn default() -> Self {
-        Config { client_retry_ns: 20_000_000, snapshot_interval: 10_000 }
+        Config { client_retry_ns: 20_000_000, snapshot_interval: 10_000, client_window: 16, client_table_max: 100_000 }
     }
 }
 
@@ -50,6 +54,17 @@ impl Protocol for Unreplicated {
     type Durable = server::Durable;
     type Config = Config;
     type Observation = ();
+
+    fn client_window(config: &Config) -> usize {
+        config.client_window
+    }
+
+    fn validate_config(config: &Config) -> Result<(), String> {
+        if config.client_window == 0 || config.client_table_max == 0 {
+            return Err("unreplicated: client_window and client_table_max must be at least 1".into());
+        }
+        Ok(())
+    }
 
     fn new_node(context: NodeContext<Self>, durable: Vec<server::Durable>) -> Box<dyn Node<Self>> {
         match context.role() {

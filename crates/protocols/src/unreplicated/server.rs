@@ -2,12 +2,12 @@
 //! each command durably before it answers.
 
 use super::{Config, Unreplicated, messages::Message};
+use crate::client_table::{ClientRecord, ClientTable, Lookup};
 use ordo_core::{
-    ClientId, ClockReading, Command, CommandResult, Node, NodeContext, NodeId, NodeStats, Outbox, PersistMode,
-    PersistTicket, RequestId, StateMachine,
+    ClockReading, Command, CommandResult, Node, NodeContext, NodeId, NodeStats, Outbox, PersistMode, PersistTicket,
+    RequestId, StateMachine,
 };
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 
 /// What the server writes to durable storage.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -16,6 +16,8 @@ pub enum Durable {
     Executed {
         /// Its request.
         id: RequestId,
+        /// The client's acknowledgement mark sent with it.
+        acked_below: u64,
         /// The command.
         command: Command,
     },
@@ -24,22 +26,15 @@ pub enum Durable {
         /// State machine snapshot.
         state: Vec<u8>,
         /// The client table at that point.
-        client_table: Vec<(ClientId, u64, CommandResult)>,
+        client_table: Vec<ClientRecord>,
     },
-}
-
-/// The last request executed for each client and its result, so a retry gets the same answer.
-#[derive(Clone, Debug)]
-struct ClientTableEntry {
-    number: u64,
-    result: CommandResult,
 }
 
 /// The server role.
 pub struct Server {
     config: Config,
     state_machine: Box<dyn StateMachine>,
-    client_table: BTreeMap<ClientId, ClientTableEntry>,
+    client_table: ClientTable,
     /// The last durable write issued: replies wait for it, so nothing unlogged is ever seen.
     last_write: Option<PersistTicket>,
     since_snapshot: u64,
@@ -50,34 +45,42 @@ impl Server {
     /// A server rebuilt from its durable records (empty for a fresh one).
     pub fn restore(context: NodeContext<Unreplicated>, durable: Vec<Durable>) -> Self {
         let mut server = Server {
-            config: context.config,
+            config: context.config.clone(),
             state_machine: (context.new_state_machine)(),
-            client_table: BTreeMap::new(),
+            client_table: ClientTable::new(context.config.client_table_max, context.config.client_window),
             last_write: None,
             since_snapshot: 0,
             stats: NodeStats::default(),
         };
         for record in durable {
             match record {
-                Durable::Executed { id, command } => {
-                    server.execute(id, &command);
+                Durable::Executed { id, acked_below, command } => {
+                    server.execute(id, acked_below, &command);
                 }
                 Durable::Snapshot { state, client_table } => {
                     server.state_machine.restore(&state).expect("our own snapshot decodes");
-                    server.client_table = client_table
-                        .into_iter()
-                        .map(|(client, number, result)| (client, ClientTableEntry { number, result }))
-                        .collect();
+                    server.client_table = ClientTable::from_records(
+                        server.config.client_table_max,
+                        server.config.client_window,
+                        &client_table,
+                    )
+                    .expect("our own snapshot's client table is consistent");
                 }
             }
         }
         server
     }
 
-    fn execute(&mut self, id: RequestId, command: &Command) -> CommandResult {
+    /// Executes a request the client table found new. Only writes enter the table: they are
+    /// what the durable log replays, so a restarted server rebuilds the same table, and a read
+    /// that runs twice for a retry is still answered within the operation's lifetime.
+    fn execute(&mut self, id: RequestId, acked_below: u64, command: &Command) -> CommandResult {
         let result = self.state_machine.apply(id, command);
         self.stats.executed += 1;
-        self.client_table.insert(id.client, ClientTableEntry { number: id.number, result: result.clone() });
+        if !command.is_read_only() {
+            let op = self.client_table.last_op() + 1;
+            self.client_table.record(id, acked_below, result.clone(), op);
+        }
         result
     }
 
@@ -94,8 +97,7 @@ impl Server {
             return;
         }
         self.since_snapshot = 0;
-        let client_table =
-            self.client_table.iter().map(|(client, entry)| (*client, entry.number, entry.result.clone())).collect();
+        let client_table = self.client_table.to_records();
         let record = Durable::Snapshot { state: self.state_machine.snapshot(), client_table };
         self.last_write = Some(out.persist(record, PersistMode::Replace));
     }
@@ -105,26 +107,25 @@ impl Node<Unreplicated> for Server {
     fn on_start(&mut self, _now: ClockReading, _out: &mut Outbox<Unreplicated>) {}
 
     fn on_message(&mut self, _now: ClockReading, from: NodeId, message: Message, out: &mut Outbox<Unreplicated>) {
-        let Message::Request { id, command } = message else {
+        let Message::Request { id, acked_below, command } = message else {
             self.stats.drop_input("reply sent to server");
             return;
         };
-        if let Some(entry) = self.client_table.get(&id.client) {
-            if id.number < entry.number {
-                self.stats.drop_input("request older than the client's last");
-                return;
-            }
-            if id.number == entry.number {
-                let reply = Message::Reply { id, result: entry.result.clone() };
+        match self.client_table.lookup(id, acked_below) {
+            Lookup::New => {}
+            Lookup::Executed(result) => {
+                let reply = Message::Reply { id, result: result.clone() };
                 self.reply(from, reply, out);
                 return;
             }
+            Lookup::Old => return self.stats.drop_input("request below the client's acknowledgement mark"),
+            Lookup::BeyondWindow => return self.stats.drop_input("request beyond the client's window"),
         }
         if !command.is_read_only() {
-            self.last_write =
-                Some(out.persist(Durable::Executed { id, command: command.clone() }, PersistMode::Append));
+            let record = Durable::Executed { id, acked_below, command: command.clone() };
+            self.last_write = Some(out.persist(record, PersistMode::Append));
         }
-        let result = self.execute(id, &command);
+        let result = self.execute(id, acked_below, &command);
         self.stats.slow_path_commits += 1;
         self.reply(from, Message::Reply { id, result }, out);
         if !command.is_read_only() {

@@ -26,9 +26,11 @@ pub(super) fn history_client(process: u64, part: usize) -> u64 {
 pub(crate) struct WorkloadClient {
     pub node: NodeId,
     pub site: usize,
-    /// The history's client id; replaced after an operation of unknown outcome.
+    /// The history's client id; without operation ids, replaced after an operation of unknown
+    /// outcome.
     pub(super) process: u64,
-    pub(super) outstanding: Option<Outstanding>,
+    /// Operations in flight, at most `outstanding_max`.
+    pub(super) outstanding: Vec<Outstanding>,
     pub(super) backlog: VecDeque<u64>,
     pub backlog_drops: u64,
     pub last_ok_ns: u64,
@@ -49,25 +51,38 @@ impl<P: Protocol> World<P> {
         }
     }
 
-    pub(super) fn submit_next(&mut self, client: usize) {
-        if self.clients[client].outstanding.is_some() || self.now >= self.config.duration_ns {
-            return;
+    /// Pipelining clients name their operations in the history; the others pair by client.
+    fn history_id(&self, op: u64) -> Option<u64> {
+        (self.config.workload.outstanding_max > 1).then_some(op)
+    }
+
+    /// Submits operations until the client has `outstanding_max` in flight (or, open loop, no
+    /// arrival waiting).
+    pub(super) fn fill_window(&mut self, client: usize) {
+        while self.clients[client].outstanding.len() < self.config.workload.outstanding_max
+            && self.now < self.config.duration_ns
+        {
+            let arrival_ns = match self.config.workload.rate_per_client {
+                Some(_) => match self.clients[client].backlog.pop_front() {
+                    Some(arrival) => arrival,
+                    None => return,
+                },
+                None => self.now,
+            };
+            self.submit(client, arrival_ns);
         }
-        let arrival_ns = match self.config.workload.rate_per_client {
-            Some(_) => match self.clients[client].backlog.pop_front() {
-                Some(arrival) => arrival,
-                None => return,
-            },
-            None => self.now,
-        };
+    }
+
+    fn submit(&mut self, client: usize, arrival_ns: u64) {
         let op = self.next_op;
         self.next_op += 1;
         let generated = self.generator.next(&mut self.workload_rng, client, op);
+        let id = self.history_id(op);
         let state = &mut self.clients[client];
         for (index, part) in generated.parts.iter().enumerate() {
             self.history.push(HistoryEvent {
                 client: history_client(state.process, index),
-                id: None,
+                id,
                 kind: EventKind::Invoke,
                 time_ns: self.now,
                 op: part.kind,
@@ -75,7 +90,7 @@ impl<P: Protocol> World<P> {
                 value: part.value.clone(),
             });
         }
-        state.outstanding = Some(Outstanding { op, parts: generated.parts, arrival_ns });
+        state.outstanding.push(Outstanding { op, parts: generated.parts, arrival_ns });
         let node = state.node;
         self.schedule(self.now + self.config.workload.op_timeout_ns, Event::ClientTimeout { client, op });
         self.on_arrive(node, Input::Submit(Submission { op, command: generated.command }));
@@ -94,18 +109,25 @@ impl<P: Protocol> World<P> {
         }
         let gap = Exp::new(rate).expect("positive rate").sample(&mut self.workload_rng);
         self.schedule(self.now + (gap * 1e9) as u64, Event::ClientArrival { client });
-        self.submit_next(client);
+        self.fill_window(client);
+    }
+
+    /// Takes the client's operation `op` out of flight, if it is still there.
+    fn take_outstanding(&mut self, client: usize, op: u64) -> Option<Outstanding> {
+        let outstanding = &mut self.clients[client].outstanding;
+        let index = outstanding.iter().position(|o| o.op == op)?;
+        Some(outstanding.remove(index))
     }
 
     pub(super) fn on_complete(&mut self, node: NodeId, op: u64, result: CommandResult) {
         let Some(client) = self.clients.iter().position(|c| c.node == node) else {
             panic!("{node} completed an operation but is not a client");
         };
-        let state = &mut self.clients[client];
-        let Some(outstanding) = state.outstanding.take_if(|o| o.op == op) else {
+        let Some(outstanding) = self.take_outstanding(client, op) else {
             return; // a late completion of an operation the client already gave up on
         };
         let failed = matches!(result, CommandResult::Error(_));
+        let state = &mut self.clients[client];
         if failed {
             self.outcome.failed += 1;
         } else {
@@ -120,16 +142,17 @@ impl<P: Protocol> World<P> {
             }
             _ => Vec::new(),
         };
+        let id = self.history_id(op);
+        let process = self.clients[client].process;
         for (index, part) in outstanding.parts.into_iter().enumerate() {
             let (kind, value) = match (failed, part.kind) {
                 (true, _) => (EventKind::Fail, part.value),
                 (false, OpKind::Read) => (EventKind::Ok, read_values.get(index).cloned().flatten()),
                 (false, _) => (EventKind::Ok, part.value),
             };
-            let client = history_client(state.process, index);
             self.history.push(HistoryEvent {
-                client,
-                id: None,
+                client: history_client(process, index),
+                id,
                 kind,
                 time_ns: self.now,
                 op: part.kind,
@@ -141,13 +164,14 @@ impl<P: Protocol> World<P> {
     }
 
     pub(super) fn on_client_timeout(&mut self, client: usize, op: u64) {
-        let state = &mut self.clients[client];
-        let Some(outstanding) = state.outstanding.take_if(|o| o.op == op) else { return };
+        let Some(outstanding) = self.take_outstanding(client, op) else { return };
         self.outcome.unknown += 1;
+        let id = self.history_id(op);
+        let process = self.clients[client].process;
         for (index, part) in outstanding.parts.into_iter().enumerate() {
             self.history.push(HistoryEvent {
-                client: history_client(state.process, index),
-                id: None,
+                client: history_client(process, index),
+                id,
                 kind: EventKind::Info,
                 time_ns: self.now,
                 op: part.kind,
@@ -155,9 +179,17 @@ impl<P: Protocol> World<P> {
                 value: part.value,
             });
         }
-        // After an unknown outcome the history never reuses the client id.
-        state.process = self.next_process;
-        self.next_process += 1;
+        if id.is_some() {
+            // The lost operation keeps its id, so the client goes on under the same history
+            // client; its node must stop retrying it.
+            let node = self.clients[client].node;
+            self.on_arrive(node, Input::Abandon(op));
+        } else {
+            // After an unknown outcome the history never reuses the client id (the next
+            // submission abandons the lost operation at the node).
+            self.clients[client].process = self.next_process;
+            self.next_process += 1;
+        }
         self.schedule(self.now, Event::ClientNext { client });
     }
 }

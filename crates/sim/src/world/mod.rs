@@ -43,6 +43,8 @@ pub(crate) enum Input<P: Protocol> {
         generation: u64,
     },
     Submit(Submission),
+    /// The workload gave up on this operation (pipelining clients only).
+    Abandon(u64),
 }
 
 /// Something that happens at a point of simulated time.
@@ -171,6 +173,14 @@ impl<P: Protocol> World<P> {
             .try_into()
             .map_err(|e| format!("[protocol] options for {}: {e}", P::NAME))?;
         P::validate_config(&protocol_config)?;
+        let window = P::client_window(&protocol_config);
+        if config.workload.outstanding_max > window {
+            return Err(format!(
+                "workload: outstanding_max {} is more than {}'s clients take at once ({window})",
+                config.workload.outstanding_max,
+                P::NAME
+            ));
+        }
         if config.shards > 1 && !P::supports_shards() {
             return Err(format!("{} does not support partial replication: use --shards 1", P::NAME));
         }
@@ -275,7 +285,7 @@ impl<P: Protocol> World<P> {
             }
             Event::Wake { node, incarnation } => self.on_wake(node, incarnation),
             Event::PersistDone { node, incarnation } => self.on_persist_done(node, incarnation),
-            Event::ClientNext { client } => self.submit_next(client),
+            Event::ClientNext { client } => self.fill_window(client),
             Event::ClientArrival { client } => self.on_client_arrival(client),
             Event::ClientTimeout { client, op } => self.on_client_timeout(client, op),
             Event::Fault(index) => self.start_fault(index),

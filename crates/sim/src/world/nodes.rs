@@ -96,7 +96,7 @@ impl<P: Protocol> World<P> {
                     node: spec.id,
                     site: spec.site,
                     process: self.clients.len() as u64,
-                    outstanding: None,
+                    outstanding: Vec::new(),
                     backlog: VecDeque::new(),
                     backlog_drops: 0,
                     last_ok_ns: 0,
@@ -184,6 +184,7 @@ impl<P: Protocol> World<P> {
         self.run_step(id, cost, |runner, now, actions| match input {
             Input::Message { from, message, .. } => runner.deliver(now, from, message, actions),
             Input::Submit(submission) => runner.submit(now, submission, actions),
+            Input::Abandon(op) => runner.abandon(now, op, actions),
             Input::Timer { timer, generation } => {
                 if let TimerFiring::NotYet(local_ns) = runner.fire_timer(now, timer.clone(), generation, actions) {
                     timer_not_yet = Some((timer, generation, local_ns));
