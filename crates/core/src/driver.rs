@@ -22,7 +22,6 @@ use crate::kv::StateMachine;
 use crate::node::{Destinations, Effect, Node, NodeContext, Outbox, PersistMode, PersistTicket, Protocol, Topology};
 use crate::stats::NodeStats;
 use crate::time::ClockReading;
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// Most rounds of durability notices one input may cause when writes are durable at once (a node
@@ -170,6 +169,59 @@ struct PendingTimer {
     deadline: Deadline,
 }
 
+/// A node's pending timers in timer order: a sorted vector, as a node has a handful of timers
+/// and the runner looks one up on every arm, cancel and firing (a tree map's search and node
+/// allocations cost more there).
+struct TimerTable<T> {
+    pending: Vec<(T, PendingTimer)>,
+}
+
+impl<T> Default for TimerTable<T> {
+    fn default() -> Self {
+        TimerTable { pending: Vec::new() }
+    }
+}
+
+impl<T: Ord + Clone> TimerTable<T> {
+    fn find(&self, timer: &T) -> Result<usize, usize> {
+        self.pending.binary_search_by(|(pending, _)| pending.cmp(timer))
+    }
+
+    fn get(&self, timer: &T) -> Option<&PendingTimer> {
+        self.find(timer).ok().map(|index| &self.pending[index].1)
+    }
+
+    /// Sets `timer`, replacing its earlier setting.
+    fn insert(&mut self, timer: &T, setting: PendingTimer) {
+        match self.find(timer) {
+            Ok(index) => self.pending[index].1 = setting,
+            Err(index) => self.pending.insert(index, (timer.clone(), setting)),
+        }
+    }
+
+    fn remove(&mut self, timer: &T) {
+        if let Ok(index) = self.find(timer) {
+            self.pending.remove(index);
+        }
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (&T, &PendingTimer)> {
+        self.pending.iter().map(|(timer, setting)| (timer, setting))
+    }
+
+    fn len(&self) -> usize {
+        self.pending.len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.pending.is_empty()
+    }
+
+    fn clear(&mut self) {
+        self.pending.clear();
+    }
+}
+
 /// One node and everything every driver keeps around it.
 pub struct NodeRunner<P: Protocol> {
     id: NodeId,
@@ -185,7 +237,7 @@ pub struct NodeRunner<P: Protocol> {
     /// Whether a write is durable as soon as it is issued (a driver without write latency).
     durable_at_once: bool,
     held: Vec<HeldSend<P>>,
-    timers: BTreeMap<P::Timer, PendingTimer>,
+    timers: TimerTable<P::Timer>,
     /// Grows across incarnations, so a firing scheduled before a crash never matches after it.
     timer_generation: u64,
     outbox: Outbox<P>,
@@ -207,7 +259,7 @@ impl<P: Protocol> NodeRunner<P> {
             notified: 0,
             durable_at_once: false,
             held: Vec::new(),
-            timers: BTreeMap::new(),
+            timers: TimerTable::default(),
             timer_generation: 0,
             outbox: Outbox::default(),
             stats_before: NodeStats::default(),
@@ -474,7 +526,7 @@ impl<P: Protocol> NodeRunner<P> {
     fn arm(&mut self, timer: P::Timer, deadline: Deadline, actions: &mut Vec<Action<P>>) {
         self.timer_generation += 1;
         let generation = self.timer_generation;
-        self.timers.insert(timer.clone(), PendingTimer { generation, deadline });
+        self.timers.insert(&timer, PendingTimer { generation, deadline });
         actions.push(Action::ArmTimer { timer, generation, deadline });
     }
 

@@ -92,7 +92,7 @@ impl<P: Protocol> World<P> {
         }
         state.outstanding.push(Outstanding { op, parts: generated.parts, arrival_ns });
         let node = state.node;
-        self.schedule(self.now + self.config.workload.op_timeout_ns, Event::ClientTimeout { client, op });
+        self.schedule_after_fixed(self.config.workload.op_timeout_ns, Event::ClientTimeout { client, op });
         self.on_arrive(node, Input::Submit(Submission { op, command: generated.command }));
     }
 

@@ -8,6 +8,7 @@ mod clients;
 mod fault_injection;
 mod links;
 mod nodes;
+mod queue;
 
 pub(crate) use clients::WorkloadClient;
 use links::{Links, NetworkFaults};
@@ -25,8 +26,7 @@ use ordo_core::{
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Exp};
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
 /// An input waiting for a node's CPU.
@@ -84,10 +84,7 @@ pub(crate) struct World<P: Protocol> {
     protocol_config: P::Config,
     pub topology: Arc<Topology>,
     now: u64,
-    queue: BinaryHeap<Reverse<(u64, u64, u32)>>,
-    slab: Vec<Option<Event<P>>>,
-    free: Vec<u32>,
-    sequence: u64,
+    queue: queue::EventQueue<Event<P>>,
     pub nodes: Vec<NodeSlot<P>>,
     pub clients: Vec<WorkloadClient>,
     generator: Generator,
@@ -201,10 +198,7 @@ impl<P: Protocol> World<P> {
             protocol_config,
             topology,
             now: 0,
-            queue: BinaryHeap::new(),
-            slab: Vec::new(),
-            free: Vec::new(),
-            sequence: 0,
+            queue: queue::EventQueue::default(),
             nodes: Vec::new(),
             clients: Vec::new(),
             faults: Vec::new(),
@@ -241,36 +235,23 @@ impl<P: Protocol> World<P> {
     }
 
     fn schedule(&mut self, time: u64, event: Event<P>) {
-        let slot = match self.free.pop() {
-            Some(slot) => {
-                self.slab[slot as usize] = Some(event);
-                slot
-            }
-            None => {
-                self.slab.push(Some(event));
-                (self.slab.len() - 1) as u32
-            }
-        };
-        self.sequence += 1;
-        self.queue.push(Reverse((time, self.sequence, slot)));
+        self.queue.push(time, event);
+    }
+
+    /// Schedules an event a fixed delay from now (the queue keeps these apart, already in order).
+    fn schedule_after_fixed(&mut self, delay_ns: u64, event: Event<P>) {
+        self.queue.push_in_order(self.now + delay_ns, event);
     }
 
     /// Runs until the end of the simulated duration.
     pub fn run(&mut self) {
-        let end = self.config.duration_ns;
-        while let Some(&Reverse((time, _, slot))) = self.queue.peek() {
-            if time > end {
-                break;
-            }
-            self.queue.pop();
-            let event = self.slab[slot as usize].take().expect("scheduled event present");
-            self.free.push(slot);
+        while let Some((time, event)) = self.queue.pop_through(self.config.duration_ns) {
             debug_assert!(time >= self.now, "time goes forward");
             self.now = time;
             self.outcome.events += 1;
             self.handle(event);
         }
-        self.now = end;
+        self.now = self.config.duration_ns;
         self.check_agreement();
     }
 
