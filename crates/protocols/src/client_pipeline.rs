@@ -7,17 +7,26 @@
 //! waits here until the mark moves (at most `window` submissions wait, since the driver keeps at
 //! most that many outstanding). With a window of one, a new submission abandons the previous one,
 //! as [`Submission`] says.
+//!
+//! Retries: each request remembers when it was last sent, and [`ClientPipeline::due`] picks those
+//! unanswered for a retry period. A client sweeps on one periodic timer that it stops when idle,
+//! rather than arming a timer per request: a busy client's per-request timers were almost all
+//! cancelled, yet each cost an event (in the simulator, most of the event heap).
 
-use ordo_core::{ClientId, Command, RequestId, Submission};
-use std::collections::{BTreeMap, VecDeque};
+use ordo_core::{ClientId, Command, Outbox, Protocol, RequestId, Submission};
+use std::collections::VecDeque;
 
 /// A request in flight.
 #[derive(Clone, Debug)]
 pub struct InFlight {
+    /// Its number.
+    pub number: u64,
     /// The driver's number for the operation.
     pub op: u64,
     /// What to execute.
     pub command: Command,
+    /// When it was last sent (local clock).
+    pub sent_ns: u64,
 }
 
 /// A client's requests in flight and the submissions waiting for room.
@@ -26,7 +35,8 @@ pub struct ClientPipeline {
     client: ClientId,
     window: u64,
     next_number: u64,
-    in_flight: BTreeMap<u64, InFlight>,
+    /// By number, ascending (numbers are handed out in order); at most a window of them.
+    in_flight: VecDeque<InFlight>,
     waiting: VecDeque<Submission>,
 }
 
@@ -38,14 +48,14 @@ impl ClientPipeline {
             client,
             window: window as u64,
             next_number: 1,
-            in_flight: BTreeMap::new(),
+            in_flight: VecDeque::new(),
             waiting: VecDeque::new(),
         }
     }
 
     /// The acknowledgement mark: every request below it was answered or given up.
     pub fn acked_below(&self) -> u64 {
-        self.in_flight.keys().next().copied().unwrap_or(self.next_number)
+        self.in_flight.front().map_or(self.next_number, |request| request.number)
     }
 
     /// The number the next request will get.
@@ -53,39 +63,56 @@ impl ClientPipeline {
         self.next_number
     }
 
-    /// Takes a submission; returns the ids of the requests that started (to send them).
-    pub fn submit(&mut self, submission: Submission) -> Vec<RequestId> {
+    /// Takes a submission at local time `now_ns`; returns the ids of the requests that started
+    /// (to send them).
+    pub fn submit(&mut self, submission: Submission, now_ns: u64) -> Vec<RequestId> {
         if self.window == 1 {
             self.in_flight.clear();
             self.waiting.clear();
         }
         self.waiting.push_back(submission);
-        self.start_waiting()
+        self.start_waiting(now_ns)
     }
 
     /// The request `number` was answered: returns its operation (`None` if it is not in flight)
     /// and the ids of the requests that started because the mark moved.
-    pub fn complete(&mut self, number: u64) -> (Option<u64>, Vec<RequestId>) {
-        let Some(done) = self.in_flight.remove(&number) else { return (None, Vec::new()) };
-        (Some(done.op), self.start_waiting())
+    pub fn complete(&mut self, number: u64, now_ns: u64) -> (Option<u64>, Vec<RequestId>) {
+        let Some(index) = self.in_flight.iter().position(|request| request.number == number) else {
+            return (None, Vec::new());
+        };
+        let done = self.in_flight.remove(index).expect("found");
+        (Some(done.op), self.start_waiting(now_ns))
     }
 
     /// The driver gave up on operation `op`: its request stops (or never starts). Returns the
     /// ids of the requests that started because the mark moved.
-    pub fn abandon(&mut self, op: u64) -> Vec<RequestId> {
+    pub fn abandon(&mut self, op: u64, now_ns: u64) -> Vec<RequestId> {
         self.waiting.retain(|waiting| waiting.op != op);
-        self.in_flight.retain(|_, request| request.op != op);
-        self.start_waiting()
+        self.in_flight.retain(|request| request.op != op);
+        self.start_waiting(now_ns)
     }
 
     /// Request `number`, if it is in flight.
     pub fn get(&self, number: u64) -> Option<&InFlight> {
-        self.in_flight.get(&number)
+        self.in_flight.iter().find(|request| request.number == number)
     }
 
     /// The requests in flight, lowest number first.
     pub fn in_flight(&self) -> impl Iterator<Item = (RequestId, &InFlight)> {
-        self.in_flight.iter().map(|(&number, request)| (RequestId { client: self.client, number }, request))
+        self.in_flight.iter().map(|request| (RequestId { client: self.client, number: request.number }, request))
+    }
+
+    /// The requests sent at least `retry_ns` before `now_ns` and still unanswered, which count
+    /// as sent again now.
+    pub fn due(&mut self, now_ns: u64, retry_ns: u64) -> Vec<RequestId> {
+        let mut due = Vec::new();
+        // A clock that jumped back makes every request due rather than none.
+        let is_due = |r: &InFlight| now_ns < r.sent_ns || now_ns - r.sent_ns >= retry_ns;
+        for request in self.in_flight.iter_mut().filter(|r| is_due(r)) {
+            request.sent_ns = now_ns;
+            due.push(RequestId { client: self.client, number: request.number });
+        }
+        due
     }
 
     /// True when no request is in flight or waiting.
@@ -96,23 +123,57 @@ impl ClientPipeline {
     /// Panics if a request lies outside the window above the mark or bears a number not given.
     pub fn check_invariants(&self) {
         let mark = self.acked_below();
-        for &number in self.in_flight.keys() {
+        let numbers = self.in_flight.iter().map(|request| request.number);
+        assert!(numbers.clone().zip(numbers.clone().skip(1)).all(|(a, b)| a < b), "requests by number");
+        for number in numbers {
             assert!(number >= mark && number < mark + self.window, "requests stay within the window");
             assert!(number < self.next_number, "requests in flight were numbered");
         }
         assert!(self.waiting.len() as u64 <= self.window, "at most a window of submissions waits");
     }
 
-    fn start_waiting(&mut self) -> Vec<RequestId> {
+    fn start_waiting(&mut self, now_ns: u64) -> Vec<RequestId> {
         let mut started = Vec::new();
         while self.next_number < self.acked_below() + self.window {
             let Some(submission) = self.waiting.pop_front() else { break };
             let number = self.next_number;
             self.next_number += 1;
-            self.in_flight.insert(number, InFlight { op: submission.op, command: submission.command });
+            let request = InFlight { number, op: submission.op, command: submission.command, sent_ns: now_ns };
+            self.in_flight.push_back(request);
             started.push(RequestId { client: self.client, number });
         }
         started
+    }
+}
+
+/// A client's retry sweep: one timer that ticks every quarter retry period while requests are in
+/// flight and stops when the client is idle, so a request is resent between one and one and a
+/// quarter retry periods after it was last sent.
+#[derive(Debug)]
+pub struct RetrySweep {
+    retry_ns: u64,
+    armed: bool,
+}
+
+impl RetrySweep {
+    /// A sweep that resends requests unanswered for `retry_ns`.
+    pub fn new(retry_ns: u64) -> Self {
+        RetrySweep { retry_ns, armed: false }
+    }
+
+    /// Arms `timer` unless it is armed already or nothing is in flight.
+    pub fn keep_running<P: Protocol>(&mut self, pipeline: &ClientPipeline, timer: P::Timer, out: &mut Outbox<P>) {
+        if !self.armed && !pipeline.is_idle() {
+            out.set_timer(timer, (self.retry_ns / 4).max(1));
+            self.armed = true;
+        }
+    }
+
+    /// The timer fired: the requests due for a resend (the caller sends them, then calls
+    /// [`RetrySweep::keep_running`]).
+    pub fn fired(&mut self, pipeline: &mut ClientPipeline, now_ns: u64) -> Vec<RequestId> {
+        self.armed = false;
+        pipeline.due(now_ns, self.retry_ns)
     }
 }
 
@@ -129,15 +190,15 @@ mod tests {
         // Goal: numbers stay within `window` of the lowest request in flight, whatever the
         // order of answers, and a waiting submission starts when the mark moves.
         let mut pipeline = ClientPipeline::new(ClientId(7), 2);
-        assert_eq!(pipeline.submit(submission(10)).len(), 1);
-        assert_eq!(pipeline.submit(submission(11)).len(), 1);
-        assert_eq!(pipeline.complete(2), (Some(11), Vec::new()), "3 does not fit above mark 1 yet");
-        assert!(pipeline.submit(submission(12)).is_empty(), "it waits");
-        let (op, started) = pipeline.complete(1);
+        assert_eq!(pipeline.submit(submission(10), 0).len(), 1);
+        assert_eq!(pipeline.submit(submission(11), 0).len(), 1);
+        assert_eq!(pipeline.complete(2, 0), (Some(11), Vec::new()), "3 does not fit above mark 1 yet");
+        assert!(pipeline.submit(submission(12), 0).is_empty(), "it waits");
+        let (op, started) = pipeline.complete(1, 0);
         assert_eq!(op, Some(10));
         assert_eq!(started, vec![RequestId { client: ClientId(7), number: 3 }]);
         assert_eq!(pipeline.acked_below(), 3);
-        assert_eq!(pipeline.complete(1), (None, Vec::new()), "answered once");
+        assert_eq!(pipeline.complete(1, 0), (None, Vec::new()), "answered once");
         pipeline.check_invariants();
     }
 
@@ -146,15 +207,27 @@ mod tests {
         // Goal: an abandoned operation never completes; with a window of one a submission
         // abandons the one before it.
         let mut pipeline = ClientPipeline::new(ClientId(1), 2);
-        pipeline.submit(submission(1));
-        pipeline.submit(submission(2));
-        assert!(pipeline.abandon(1).is_empty());
+        pipeline.submit(submission(1), 0);
+        pipeline.submit(submission(2), 0);
+        assert!(pipeline.abandon(1, 0).is_empty());
         assert_eq!(pipeline.acked_below(), 2);
-        assert_eq!(pipeline.complete(1), (None, Vec::new()));
+        assert_eq!(pipeline.complete(1, 0), (None, Vec::new()));
         let mut single = ClientPipeline::new(ClientId(2), 1);
-        single.submit(submission(5));
-        single.submit(submission(6));
+        single.submit(submission(5), 0);
+        single.submit(submission(6), 0);
         assert_eq!(single.in_flight().map(|(id, r)| (id.number, r.op)).collect::<Vec<_>>(), vec![(2, 6)]);
         single.check_invariants();
+    }
+
+    #[test]
+    fn only_requests_unanswered_for_a_retry_period_are_due() {
+        // Goal: a periodic sweep resends a request once per retry period, not on every tick.
+        let mut pipeline = ClientPipeline::new(ClientId(3), 4);
+        pipeline.submit(submission(1), 0);
+        pipeline.submit(submission(2), 15);
+        let numbers = |ids: Vec<RequestId>| ids.into_iter().map(|id| id.number).collect::<Vec<_>>();
+        assert_eq!(numbers(pipeline.due(20, 20)), vec![1]);
+        assert_eq!(numbers(pipeline.due(30, 20)), Vec::<u64>::new());
+        assert_eq!(numbers(pipeline.due(40, 20)), vec![1, 2]);
     }
 }

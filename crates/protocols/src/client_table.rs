@@ -37,8 +37,16 @@ pub struct ClientRecord {
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct Row {
     acked_below: u64,
-    results: BTreeMap<u64, CommandResult>,
+    /// By number, ascending; at most a window of them, so a vector (which keeps its capacity
+    /// from one request to the next) beats a tree that allocates whenever it empties.
+    results: Vec<(u64, CommandResult)>,
     op: u64,
+}
+
+impl Row {
+    fn result(&self, number: u64) -> Option<&CommandResult> {
+        self.results.iter().find(|(n, _)| *n == number).map(|(_, result)| result)
+    }
 }
 
 /// What the table says about a request.
@@ -97,7 +105,7 @@ impl ClientTable {
         if id.number < mark {
             return Lookup::Old;
         }
-        if let Some(result) = row.and_then(|row| row.results.get(&id.number)) {
+        if let Some(result) = row.and_then(|row| row.result(id.number)) {
             return Lookup::Executed(result);
         }
         if id.number >= mark.saturating_add(self.window) {
@@ -111,15 +119,16 @@ impl ClientTable {
     pub fn record(&mut self, id: RequestId, acked_below: u64, result: CommandResult, op: u64) {
         assert!(!self.by_op.contains_key(&op), "each op executes once");
         assert_eq!(self.lookup(id, acked_below), Lookup::New, "only new requests execute");
-        let row = self.rows.entry(id.client).or_insert_with(|| Row { acked_below, results: BTreeMap::new(), op });
+        let row = self.rows.entry(id.client).or_insert_with(|| Row { acked_below, results: Vec::new(), op });
         if row.op != op {
             assert!(row.op < op, "ops execute in increasing order");
             self.by_op.remove(&row.op);
         }
         row.acked_below = row.acked_below.max(acked_below);
         let mark = row.acked_below;
-        row.results.retain(|&number, _| number >= mark);
-        row.results.insert(id.number, result);
+        row.results.retain(|&(number, _)| number >= mark);
+        let at = row.results.partition_point(|&(number, _)| number < id.number);
+        row.results.insert(at, (id.number, result));
         row.op = op;
         assert!(row.results.len() as u64 <= self.window, "a row holds at most a window of results");
         self.by_op.insert(op, id.client);
@@ -141,7 +150,7 @@ impl ClientTable {
             .map(|(client, row)| ClientRecord {
                 client: *client,
                 acked_below: row.acked_below,
-                results: row.results.iter().map(|(number, result)| (*number, result.clone())).collect(),
+                results: row.results.clone(),
                 op: row.op,
             })
             .collect()
@@ -156,11 +165,11 @@ impl ClientTable {
             if table.rows.contains_key(&record.client) || table.by_op.contains_key(&record.op) {
                 return None;
             }
-            let results: BTreeMap<u64, CommandResult> = record.results.iter().cloned().collect();
-            let in_window = |number: &u64| {
-                *number >= record.acked_below && *number < record.acked_below.saturating_add(table.window)
-            };
-            if results.len() != record.results.len() || !results.keys().all(in_window) {
+            let results = record.results.clone();
+            let in_window =
+                |number: u64| number >= record.acked_below && number < record.acked_below.saturating_add(table.window);
+            let ascending = results.windows(2).all(|pair| pair[0].0 < pair[1].0);
+            if !ascending || !results.iter().all(|&(number, _)| in_window(number)) {
                 return None;
             }
             table.rows.insert(record.client, Row { acked_below: record.acked_below, results, op: record.op });

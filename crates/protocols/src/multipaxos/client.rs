@@ -3,8 +3,8 @@
 //! in flight, and completes each submission exactly once.
 
 use super::messages::Message;
-use super::{Config, MultiPaxos, Timer};
-use crate::client_pipeline::ClientPipeline;
+use super::{MultiPaxos, Timer};
+use crate::client_pipeline::{ClientPipeline, RetrySweep};
 use ordo_core::{
     ClockReading, CommandResult, Destinations, Node, NodeContext, NodeId, NodeStats, Outbox, RequestId, Submission,
 };
@@ -12,13 +12,10 @@ use ordo_core::{
 /// A Multi-Paxos client.
 pub struct Client {
     replicas: Destinations,
-    config: Config,
     /// The highest view heard of; its leader gets our requests.
     view: u64,
     pipeline: ClientPipeline,
-    /// Whether the retry timer is armed: new submissions must not push back a retry that an
-    /// older request is due.
-    retry_armed: bool,
+    retries: RetrySweep,
     stats: NodeStats,
 }
 
@@ -28,7 +25,8 @@ impl Client {
         let replicas = context.topology.replicas().clone();
         assert!(!replicas.is_empty(), "a cluster has replicas");
         let pipeline = ClientPipeline::new(context.client_id(), context.config.client_window);
-        Client { replicas, config: context.config, view: 0, pipeline, retry_armed: false, stats: NodeStats::default() }
+        let retries = RetrySweep::new(context.config.client_retry_ns);
+        Client { replicas, view: 0, pipeline, retries, stats: NodeStats::default() }
     }
 
     fn leader(&self) -> NodeId {
@@ -44,30 +42,25 @@ impl Client {
         self.pipeline.in_flight().map(|(id, _)| id).collect()
     }
 
-    /// Sends `started` to the leader, and keeps the retry timer armed while anything is in
+    /// Sends `started` to the leader, and keeps the retry sweep running while anything is in
     /// flight.
     fn send_to_leader(&mut self, started: Vec<RequestId>, out: &mut Outbox<MultiPaxos>) {
         for id in started {
             out.send(self.leader(), self.request(id));
         }
-        if self.pipeline.is_idle() {
-            out.cancel_timer(Timer::ClientRetry);
-            self.retry_armed = false;
-        } else if !self.retry_armed {
-            out.set_timer(Timer::ClientRetry, self.config.client_retry_ns);
-            self.retry_armed = true;
-        }
+        self.retries.keep_running(&self.pipeline, Timer::ClientRetry, out);
     }
 
     fn on_reply(
         &mut self,
+        now: ClockReading,
         view: u64,
         id: RequestId,
         result: CommandResult,
         out: &mut Outbox<MultiPaxos>,
     ) -> Result<(), &'static str> {
         self.view = self.view.max(view);
-        let (op, started) = self.pipeline.complete(id.number);
+        let (op, started) = self.pipeline.complete(id.number, now.local_ns);
         let op = op.ok_or("reply for a request no longer outstanding")?;
         out.complete(op, result);
         self.send_to_leader(started, out);
@@ -88,19 +81,19 @@ impl Client {
 impl Node<MultiPaxos> for Client {
     fn on_start(&mut self, _now: ClockReading, _out: &mut Outbox<MultiPaxos>) {}
 
-    fn on_submit(&mut self, _now: ClockReading, submission: Submission, out: &mut Outbox<MultiPaxos>) {
-        let started = self.pipeline.submit(submission);
+    fn on_submit(&mut self, now: ClockReading, submission: Submission, out: &mut Outbox<MultiPaxos>) {
+        let started = self.pipeline.submit(submission, now.local_ns);
         self.send_to_leader(started, out);
     }
 
-    fn on_abandon(&mut self, _now: ClockReading, op: u64, out: &mut Outbox<MultiPaxos>) {
-        let started = self.pipeline.abandon(op);
+    fn on_abandon(&mut self, now: ClockReading, op: u64, out: &mut Outbox<MultiPaxos>) {
+        let started = self.pipeline.abandon(op, now.local_ns);
         self.send_to_leader(started, out);
     }
 
-    fn on_message(&mut self, _now: ClockReading, _from: NodeId, message: Message, out: &mut Outbox<MultiPaxos>) {
+    fn on_message(&mut self, now: ClockReading, _from: NodeId, message: Message, out: &mut Outbox<MultiPaxos>) {
         let handled = match message {
-            Message::Reply { view, id, result } => self.on_reply(view, id, result, out),
+            Message::Reply { view, id, result } => self.on_reply(now, view, id, result, out),
             Message::Redirect { view } => self.on_redirect(view, out),
             _ => Err("replica message sent to a client"),
         };
@@ -109,22 +102,17 @@ impl Node<MultiPaxos> for Client {
         }
     }
 
-    fn on_timer(&mut self, _now: ClockReading, timer: Timer, out: &mut Outbox<MultiPaxos>) {
+    fn on_timer(&mut self, now: ClockReading, timer: Timer, out: &mut Outbox<MultiPaxos>) {
         if timer != Timer::ClientRetry {
-            return;
-        }
-        self.retry_armed = false;
-        if self.pipeline.is_idle() {
             return;
         }
         // The leader may be gone or our view stale: ask everyone; the leader answers, the
         // others redirect.
-        self.stats.count("client_retry");
-        for id in self.in_flight() {
+        for id in self.retries.fired(&mut self.pipeline, now.local_ns) {
+            self.stats.count("client_retry");
             out.multicast(&self.replicas, self.request(id));
         }
-        out.set_timer(Timer::ClientRetry, self.config.client_retry_ns);
-        self.retry_armed = true;
+        self.retries.keep_running(&self.pipeline, Timer::ClientRetry, out);
     }
 
     fn check_invariants(&self) {

@@ -146,13 +146,16 @@ fn retried_request_executes_once() {
     // Goal: the client table makes a retried request execute at most once. Method: lose the
     // reply so the client retries to every replica; the leader answers from its table. Then
     // retry a request that is in the log but not yet committed: the leader ignores the copy.
-    let mut cluster = Kit::new(3, 1, Config::default());
+    // A retry period short against the heartbeat and view-change timeouts, so that waiting for
+    // the client's retry fires nothing else.
+    let config = Config { client_retry_ns: 1_000_000, ..Config::default() };
+    let mut cluster = Kit::new(3, 1, config.clone());
     let (leader, client) = (cluster.replica(0), cluster.client(0));
     let incr = Command::IncrBy { key: "n".into(), delta: 1 };
     let op = cluster.submit(client, incr.clone());
     cluster.deliver_all_where(|e| e.to != client);
     assert_eq!(cluster.drop_where(|e| e.to == client), 1, "the reply is lost");
-    assert!(cluster.fire_timer(client, &Timer::ClientRetry));
+    cluster.advance(config.client_retry_ns * 5 / 4); // the sweep tick after one retry period
     cluster.deliver_all();
     assert_eq!(cluster.result(op), Some(&CommandResult::Integer(1)));
     assert_eq!(cluster.stats(leader).executed, 1);
@@ -161,7 +164,7 @@ fn retried_request_executes_once() {
     cluster.deliver_all_where(is_request);
     let held = cluster.drop_where(is_prepare);
     assert_eq!(held, 2, "the Prepares are lost");
-    assert!(cluster.fire_timer(client, &Timer::ClientRetry));
+    cluster.advance(config.client_retry_ns * 5 / 4); // the sweep tick after one retry period
     cluster.deliver_all_where(is_request);
     assert_eq!(cluster.stats(leader).dropped.get("request already in the log"), Some(&1));
     assert!(cluster.run_until(SECOND_NS, |c| c.result(op).is_some()), "the leader retransmits");

@@ -1,18 +1,15 @@
 //! The client: sends each submission to the server and retries until it is answered. It keeps
 //! up to `client_window` requests in flight.
 
-use super::{Config, Timer, Unreplicated, messages::Message};
-use crate::client_pipeline::ClientPipeline;
+use super::{Timer, Unreplicated, messages::Message};
+use crate::client_pipeline::{ClientPipeline, RetrySweep};
 use ordo_core::{ClockReading, Node, NodeContext, NodeId, NodeStats, Outbox, RequestId, Submission};
 
 /// The client role.
 pub struct Client {
     server: NodeId,
-    config: Config,
     pipeline: ClientPipeline,
-    /// Whether the retry timer is armed: new submissions must not push back a retry that an
-    /// older request is due.
-    retry_armed: bool,
+    retries: RetrySweep,
     stats: NodeStats,
 }
 
@@ -21,60 +18,50 @@ impl Client {
     pub fn new(context: NodeContext<Unreplicated>) -> Self {
         let server = context.topology.replicas()[0];
         let pipeline = ClientPipeline::new(context.client_id(), context.config.client_window);
-        Client { server, config: context.config, pipeline, retry_armed: false, stats: NodeStats::default() }
+        let retries = RetrySweep::new(context.config.client_retry_ns);
+        Client { server, pipeline, retries, stats: NodeStats::default() }
     }
 
-    fn send_request(&self, id: RequestId, out: &mut Outbox<Unreplicated>) {
-        let request = self.pipeline.get(id.number).expect("the request is in flight");
+    fn send(&mut self, ids: Vec<RequestId>, out: &mut Outbox<Unreplicated>) {
         let acked_below = self.pipeline.acked_below();
-        out.send(self.server, Message::Request { id, acked_below, command: request.command.clone() });
-    }
-
-    fn send_started(&mut self, started: Vec<RequestId>, out: &mut Outbox<Unreplicated>) {
-        for id in started {
-            self.send_request(id, out);
+        for id in ids {
+            let request = self.pipeline.get(id.number).expect("the request is in flight");
+            out.send(self.server, Message::Request { id, acked_below, command: request.command.clone() });
         }
-        if self.pipeline.is_idle() {
-            out.cancel_timer(Timer::ClientRetry);
-            self.retry_armed = false;
-        } else if !self.retry_armed {
-            out.set_timer(Timer::ClientRetry, self.config.client_retry_ns);
-            self.retry_armed = true;
-        }
+        self.retries.keep_running(&self.pipeline, Timer::ClientRetry, out);
     }
 }
 
 impl Node<Unreplicated> for Client {
     fn on_start(&mut self, _now: ClockReading, _out: &mut Outbox<Unreplicated>) {}
 
-    fn on_submit(&mut self, _now: ClockReading, submission: Submission, out: &mut Outbox<Unreplicated>) {
-        let started = self.pipeline.submit(submission);
-        self.send_started(started, out);
+    fn on_submit(&mut self, now: ClockReading, submission: Submission, out: &mut Outbox<Unreplicated>) {
+        let started = self.pipeline.submit(submission, now.local_ns);
+        self.send(started, out);
     }
 
-    fn on_abandon(&mut self, _now: ClockReading, op: u64, out: &mut Outbox<Unreplicated>) {
-        let started = self.pipeline.abandon(op);
-        self.send_started(started, out);
+    fn on_abandon(&mut self, now: ClockReading, op: u64, out: &mut Outbox<Unreplicated>) {
+        let started = self.pipeline.abandon(op, now.local_ns);
+        self.send(started, out);
     }
 
-    fn on_message(&mut self, _now: ClockReading, _from: NodeId, message: Message, out: &mut Outbox<Unreplicated>) {
+    fn on_message(&mut self, now: ClockReading, _from: NodeId, message: Message, out: &mut Outbox<Unreplicated>) {
         let Message::Reply { id, result } = message else {
             self.stats.drop_input("request sent to client");
             return;
         };
-        let (op, started) = self.pipeline.complete(id.number);
+        let (op, started) = self.pipeline.complete(id.number, now.local_ns);
         let Some(op) = op else {
             self.stats.drop_input("reply to a request no longer outstanding");
             return;
         };
         out.complete(op, result);
-        self.send_started(started, out);
+        self.send(started, out);
     }
 
-    fn on_timer(&mut self, _now: ClockReading, _timer: Timer, out: &mut Outbox<Unreplicated>) {
-        self.retry_armed = false;
-        let ids: Vec<RequestId> = self.pipeline.in_flight().map(|(id, _)| id).collect();
-        self.send_started(ids, out);
+    fn on_timer(&mut self, now: ClockReading, _timer: Timer, out: &mut Outbox<Unreplicated>) {
+        let due = self.retries.fired(&mut self.pipeline, now.local_ns);
+        self.send(due, out);
     }
 
     fn check_invariants(&self) {
