@@ -11,6 +11,7 @@ pub mod canary;
 pub mod executor;
 pub mod multipaxos;
 pub mod nezha;
+pub mod nopaxos;
 pub mod slot_window;
 pub mod tempo;
 pub mod testkit;
@@ -80,6 +81,7 @@ registry! {
     multipaxos::MultiPaxos => canary: false,
     nezha::Nezha => canary: false,
     tempo::Tempo => canary: false,
+    nopaxos::NoPaxos => canary: false,
     #[cfg(feature = "canary")]
     multipaxos::MultiPaxosEarlyReply => canary: true,
     #[cfg(feature = "canary")]
@@ -90,4 +92,8 @@ registry! {
     nezha::NezhaMajorityFastQuorum => canary: true,
     #[cfg(feature = "canary")]
     tempo::TempoMinorityStability => canary: true,
+    #[cfg(feature = "canary")]
+    nopaxos::NoPaxosRequestOverNoOp => canary: true,
+    #[cfg(feature = "canary")]
+    nopaxos::NoPaxosEarlyGapResume => canary: true,
 }
