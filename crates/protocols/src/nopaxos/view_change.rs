@@ -176,8 +176,13 @@ impl Replica {
                 Ok(())
             }
             Status::Normal => {
-                // The sender missed our StartView.
-                let (session_msg_num, log) = self.vc.start_view.clone().ok_or("view started without a start-view")?;
+                // The sender missed our StartView. It gets the log as it is now, with the OUM
+                // position that goes with it: every entry appended since the view started is
+                // the leader's, at the position the sender would have taken it, so this is the
+                // StartView plus what the sender would have logged since (a state transfer).
+                let session_msg_num = self.log_len() - self.session_base;
+                let log = Arc::new(self.log.clone());
+                self.stats.count("start_view_to_late_replica");
                 out.send(from, Message::StartView { view, session_msg_num, log });
                 Ok(())
             }
