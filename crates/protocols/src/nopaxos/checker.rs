@@ -8,7 +8,13 @@
 //! - a replica whose sync-point passes a slot (every slot up to it is committed, I12), with the
 //!   value its log holds there.
 //!
-//! [`SlotAgreement`] keeps the first value reported per slot and flags any other. Slot numbers
+//! It also checks that a committed request's result is the same wherever it is known: the
+//! result a client accepted (the leader's) and the result every replica computes when it
+//! executes the slot under its sync-point ([`Observation::Executed`]). A committed slot's
+//! log prefix is committed too (§5.4), so every execution of it starts from the same state;
+//! a leader that ran ahead of an undecided prefix breaks it.
+//!
+//! [`SlotAgreement`] keeps the first value and result reported per slot and flags any other. Slot numbers
 //! are the log's positions, which never change across view changes, so the rule holds across
 //! views. Memory: the newest [`SLOTS_WINDOW`] slots (`slot_window`); reports below are
 //! accepted unchecked and counted.
@@ -30,39 +36,74 @@ pub enum Observation {
         /// The request, `None` for a NO-OP.
         id: Option<RequestId>,
     },
+    /// The committed request `id` at `slot` produced a result with digest `digest`
+    /// (`multipaxos::checker::execution_digest(true, Some(result))`).
+    Executed {
+        /// The log slot.
+        slot: u64,
+        /// The request.
+        id: RequestId,
+        /// Digest of its result.
+        digest: u64,
+    },
 }
 
-/// Two values committed at one slot.
+/// Two reports that cannot both be true.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Violation {
-    /// The slot.
-    pub slot: u64,
-    /// The node whose report conflicts.
-    pub node: NodeId,
-    /// What it reported.
-    pub reported: Option<RequestId>,
-    /// What was reported there before.
-    pub earlier: Option<RequestId>,
+pub enum Violation {
+    /// Two values committed at one slot.
+    DifferentValues {
+        /// The slot.
+        slot: u64,
+        /// The node whose report conflicts.
+        node: NodeId,
+        /// What it reported.
+        reported: Option<RequestId>,
+        /// What was reported there before.
+        earlier: Option<RequestId>,
+    },
+    /// One committed request with two results.
+    DifferentResults {
+        /// The slot.
+        slot: u64,
+        /// The node whose report conflicts.
+        node: NodeId,
+        /// Its result digest.
+        reported: u64,
+        /// The digest reported before.
+        earlier: u64,
+    },
 }
 
 impl fmt::Display for Violation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let show = |id: Option<RequestId>| id.map_or("NO-OP".to_string(), |id| format!("{id:?}"));
-        write!(
-            f,
-            "slot agreement: {} reports {} committed at slot {}, where {} was committed",
-            self.node,
-            show(self.reported),
-            self.slot,
-            show(self.earlier)
-        )
+        let show = |id: &Option<RequestId>| id.map_or("NO-OP".to_string(), |id| format!("{id:?}"));
+        match self {
+            Violation::DifferentValues { slot, node, reported, earlier } => write!(
+                f,
+                "slot agreement: {node} reports {} committed at slot {slot}, where {} was committed",
+                show(reported),
+                show(earlier)
+            ),
+            Violation::DifferentResults { slot, node, reported, earlier } => write!(
+                f,
+                "slot agreement: {node} reports result {reported:#x} for the request at slot {slot}, others {earlier:#x}"
+            ),
+        }
     }
+}
+
+/// What is known of one slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Decided {
+    id: Option<RequestId>,
+    digest: Option<u64>,
 }
 
 /// The checker: one value per slot.
 #[derive(Debug)]
 pub struct SlotAgreement {
-    decided: SlotWindow<Option<RequestId>>,
+    decided: SlotWindow<Decided>,
 }
 
 impl SlotAgreement {
@@ -93,11 +134,21 @@ impl SlotAgreement {
 
     /// Takes one report from `node`.
     pub fn check(&mut self, node: NodeId, observation: &Observation) -> Result<(), Violation> {
-        let Observation::Committed { slot, id } = *observation;
+        let (slot, id, digest) = match *observation {
+            Observation::Committed { slot, id } => (slot, id, None),
+            Observation::Executed { slot, id, digest } => (slot, Some(id), Some(digest)),
+        };
         assert!(slot > 0, "slots start at 1");
-        let Some(earlier) = self.decided.entry(slot, || id) else { return Ok(()) };
-        if *earlier != id {
-            return Err(Violation { slot, node, reported: id, earlier: *earlier });
+        let Some(decided) = self.decided.entry(slot, || Decided { id, digest }) else { return Ok(()) };
+        if decided.id != id {
+            return Err(Violation::DifferentValues { slot, node, reported: id, earlier: decided.id });
+        }
+        match (decided.digest, digest) {
+            (Some(earlier), Some(reported)) if earlier != reported => {
+                return Err(Violation::DifferentResults { slot, node, reported, earlier });
+            }
+            (None, Some(_)) => decided.digest = digest,
+            _ => {}
         }
         self.decided.trim();
         Ok(())
@@ -136,10 +187,25 @@ mod tests {
         assert!(checker.check(NodeId(0), &committed(3, id(1))).is_ok(), "a repeat agrees");
         assert!(checker.check(NodeId(0), &committed(4, None)).is_ok());
         let violation = checker.check(NodeId(1), &committed(3, None)).unwrap_err();
-        assert_eq!(violation, Violation { slot: 3, node: NodeId(1), reported: None, earlier: id(1) });
+        assert_eq!(violation, Violation::DifferentValues { slot: 3, node: NodeId(1), reported: None, earlier: id(1) });
         assert!(violation.to_string().contains("NO-OP committed at slot 3"));
         let other = checker.check(NodeId(2), &committed(4, id(2))).unwrap_err();
-        assert_eq!(other.earlier, None);
+        assert!(matches!(other, Violation::DifferentValues { earlier: None, .. }));
         assert_eq!(checker.len(), 2);
+    }
+
+    #[test]
+    fn one_request_with_two_results_is_a_violation() {
+        // Goal: the result check can fail. Method: a client accepted result digest 10 at slot 5;
+        // a replica executing slot 5 under its sync-point got 11; the same digest agrees.
+        let mut checker = SlotAgreement::new();
+        let executed = |digest| Observation::Executed { slot: 5, id: id(1).unwrap(), digest };
+        assert!(checker.check(NodeId(6), &Observation::Committed { slot: 5, id: id(1) }).is_ok());
+        assert!(checker.check(NodeId(6), &executed(10)).is_ok());
+        assert!(checker.check(NodeId(1), &executed(10)).is_ok());
+        let violation = checker.check(NodeId(2), &executed(11)).unwrap_err();
+        assert_eq!(violation, Violation::DifferentResults { slot: 5, node: NodeId(2), reported: 11, earlier: 10 });
+        assert!(checker.check(NodeId(2), &Observation::Executed { slot: 6, id: id(2).unwrap(), digest: 1 }).is_ok());
+        assert!(checker.check(NodeId(2), &Observation::Committed { slot: 6, id: None }).is_err());
     }
 }

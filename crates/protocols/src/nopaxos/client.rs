@@ -8,6 +8,7 @@
 //! group address would reach whichever one is active.
 
 use super::checker::Observation;
+use crate::multipaxos::checker::execution_digest;
 use super::messages::{Message, Request, ViewId};
 use super::{Config, NoPaxos, Timer};
 use ordo_core::{
@@ -114,6 +115,7 @@ impl Client {
         let op = outstanding.op;
         self.outstanding = None;
         out.observe(Observation::Committed { slot, id: Some(id) });
+        out.observe(Observation::Executed { slot, id, digest: execution_digest(true, Some(&result)) });
         out.complete(op, result);
         out.cancel_timer(Timer::ClientRetry);
         self.stats.slow_path_commits += 1;

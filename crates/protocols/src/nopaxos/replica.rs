@@ -3,6 +3,7 @@
 //! in `sync.rs`.
 
 use super::checker::Observation;
+use crate::multipaxos::checker::execution_digest;
 use super::execution::{Applied, Execution};
 use super::gap_agreement::{Gap, LookupAhead};
 use super::messages::{Entry, Message, Request, ViewId};
@@ -209,12 +210,14 @@ impl Replica {
 
     /// Executes every slot up to `through`; returns the result of the last one if it is a request
     /// (a duplicate answers from the client table, §5.2.1).
-    pub(super) fn execute_through(&mut self, through: u64, _out: &mut Outbox<NoPaxos>) -> Option<CommandResult> {
+    /// Slots under the sync-point are committed: their results are reported to the checker.
+    pub(super) fn execute_through(&mut self, through: u64, out: &mut Outbox<NoPaxos>) -> Option<CommandResult> {
         assert!(through <= self.log_len(), "only held entries execute");
         let mut last = None;
         while self.exec.executed() < through {
             let slot = self.exec.executed() + 1;
-            last = match self.exec.apply(slot, &self.log[slot as usize - 1]) {
+            let entry = &self.log[slot as usize - 1];
+            last = match self.exec.apply(slot, entry) {
                 Applied::NoOp => None,
                 Applied::Executed(result) => {
                     self.stats.executed += 1;
@@ -225,6 +228,11 @@ impl Replica {
                     cached
                 }
             };
+            if let (Some(result), Some(id)) = (&last, entry.id())
+                && slot <= self.sync.sync_point
+            {
+                out.observe(Observation::Executed { slot, id, digest: execution_digest(true, Some(result)) });
+            }
         }
         last
     }
