@@ -8,9 +8,9 @@
 //! group address would reach whichever one is active.
 
 use super::checker::Observation;
-use crate::multipaxos::checker::execution_digest;
 use super::messages::{Message, Request, ViewId};
 use super::{Config, NoPaxos, Timer};
+use crate::multipaxos::checker::execution_digest;
 use ordo_core::{
     ClientId, ClockReading, CommandResult, Destinations, Node, NodeContext, NodeId, NodeStats, Outbox, RequestId, Role,
     Submission,

@@ -48,7 +48,8 @@
 //!
 //! | observation | reported by | rule |
 //! |---|---|---|
-//! | `Committed { slot, id }` | a client accepting a request; a leader whose NO-OP got f replies; a replica whose sync-point passes a slot | one value per slot |
+//! | `Committed { slot, id }` | a client accepting; a leader whose NO-OP got f replies; sync | one value per slot |
+//! | `Executed { slot, id, digest }` | a client accepting; a replica executing under its sync-point | one result |
 //!
 //! # Status line
 //!

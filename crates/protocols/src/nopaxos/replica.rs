@@ -3,7 +3,6 @@
 //! in `sync.rs`.
 
 use super::checker::Observation;
-use crate::multipaxos::checker::execution_digest;
 use super::execution::{Applied, Execution};
 use super::gap_agreement::{Gap, LookupAhead};
 use super::messages::{Entry, Message, Request, ViewId};
@@ -11,6 +10,7 @@ use super::oum::{Delivery, OumReceiver};
 use super::sync::SyncState;
 use super::view_change::ViewChangeState;
 use super::{Config, Durable, Flaw, NoPaxos, Timer};
+use crate::multipaxos::checker::execution_digest;
 use ordo_core::{
     ClockReading, CommandResult, Destinations, Node, NodeContext, NodeId, NodeStats, Outbox, PersistMode,
     PersistTicket, Role, StateMachine,

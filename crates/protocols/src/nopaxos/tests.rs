@@ -517,3 +517,90 @@ fn scenario_29_controller_restart_never_reuses_a_session() {
     assert_eq!(issued % 2, 0, "mapped to sequencer 0");
     assert_eq!(cluster.node_as::<Sequencer>(s0).session(), Some(issued));
 }
+
+/// A is lost everywhere, B gives every replica a drop notification at slot 1; the leader's
+/// search finds nothing and it commits a NO-OP. `reach` says which followers get GAP-COMMIT.
+fn leader_no_ops_slot_one(cluster: &mut Cluster<NoPaxos>, reach: &[NodeId]) -> (u64, u64) {
+    let (c0, c1) = (cluster.client(0), cluster.client(1));
+    let a = submit_and_stamp(cluster, c0, Command::set("a", "1"));
+    let r0 = cluster.replica(0);
+    cluster.drop_where(|e| stamped(e, 1, r0));
+    let b = submit_and_stamp(cluster, c1, Command::set("b", "2"));
+    let reach = reach.to_vec();
+    let held = move |e: &Envelope<NoPaxos>| matches!(e.message, Message::GapCommit { .. }) && !reach.contains(&e.to);
+    cluster.deliver_all_where(|e| !held(e) && !matches!(e.message, Message::GapFound { request: Some(_), .. }));
+    cluster.drop_where(|e| matches!(e.message, Message::GapFound { .. }));
+    cluster.advance(Config::default().gap_find_timeout_ns);
+    cluster.deliver_all_where(|e| !held(e));
+    cluster.drop_where(held);
+    (a, b)
+}
+
+#[test]
+fn scenario_19_a_committed_no_op_survives_the_leader_crash() {
+    // Goal: a NO-OP acknowledged by f followers is in the merged log. Method: A reaches r1 and
+    // r2 only; the leader's search answers are lost; its NO-OP reaches r1 alone (f = 1), which
+    // acknowledges, so the leader takes B. The leader crashes; r1 and r2 merge: NO-OP at 1
+    // although r2 still holds A there.
+    let mut cluster = cluster(3, 2);
+    let r1 = cluster.replica(1);
+    let (_, b) = leader_no_ops_slot_one(&mut cluster, &[r1]);
+    assert_eq!(cluster.result(b), Some(&CommandResult::Ok), "the leader went on after r1's ack");
+    assert!(!replica(&cluster, 2).log()[0].is_no_op(), "r2 never learned of the NO-OP");
+    cluster.crash(cluster.replica(0));
+    run_until_view(&mut cluster, &[1, 2], ViewId::new(1, 0));
+    assert!(replica(&cluster, 1).log()[0].is_no_op());
+    assert!(replica(&cluster, 2).log()[0].is_no_op(), "the merge prefers the NO-OP");
+    assert_logs_equal(&cluster, &[1, 2]);
+}
+
+#[test]
+fn scenario_18_a_no_op_known_to_the_leader_alone_may_give_way_to_the_request() {
+    // Goal: a NO-OP that reached no follower was never committed; the request, never successful
+    // (no leader reply), may take the slot in the next view, and its client then completes
+    // through the new view's replies. Method: as scenario 19, but no GAP-COMMIT arrives.
+    let mut cluster = cluster(3, 2);
+    let (a, b) = leader_no_ops_slot_one(&mut cluster, &[]);
+    assert_eq!(cluster.result(a), None);
+    assert_eq!(cluster.result(b), None, "the leader waits for an acknowledgement");
+    cluster.crash(cluster.replica(0));
+    run_until_view(&mut cluster, &[1, 2], ViewId::new(1, 0));
+    assert!(!replica(&cluster, 1).log()[0].is_no_op(), "A keeps slot 1");
+    assert!(cluster.run_until(50_000_000, |c| c.result(a).is_some() && c.result(b).is_some()));
+    assert_logs_equal(&cluster, &[1, 2]);
+}
+
+#[test]
+fn scenario_23_crossing_view_change_requests_meet_at_the_join() {
+    // Goal: one replica proposes <1,0>, another <0,1>; every replica ends in <1,1>, and no
+    // replica's view ever goes back (checked after every input). Method: inject the two
+    // requests and let the replicas exchange view-change messages.
+    let mut cluster = cluster(3, 1);
+    let (r0, r1, r2) = (cluster.replica(0), cluster.replica(1), cluster.replica(2));
+    cluster.inject(r2, r1, Message::ViewChangeReq { view: ViewId::new(1, 0) });
+    cluster.inject(r1, r2, Message::ViewChangeReq { view: ViewId::new(0, 1) });
+    cluster.deliver_all();
+    for node in [r0, r1, r2] {
+        assert_eq!(cluster.node_as::<Replica>(node).view(), ViewId::new(1, 1));
+        assert_eq!(cluster.node_as::<Replica>(node).status_kind(), Status::Normal);
+    }
+}
+
+#[test]
+fn scenario_28_session_change_and_leader_crash_together() {
+    // Goal: both components move: the sequencer and the leader fail; the group ends in <1,1>
+    // led by r1, and a new request completes. Method: crash sequencer 0 and r0, run timers.
+    let mut cluster = cluster(3, 1);
+    let client = cluster.client(0);
+    let first = cluster.submit(client, Command::set("k", "1"));
+    cluster.deliver_all();
+    assert!(cluster.result(first).is_some());
+    cluster.crash(sequencer(&cluster, 0));
+    cluster.crash(cluster.replica(0));
+    let op = cluster.submit(client, Command::append("k", "2"));
+    assert!(cluster.run_until(300_000_000, |c| c.result(op).is_some()));
+    assert_eq!(cluster.result(op), Some(&CommandResult::Integer(2)));
+    for rank in [1, 2] {
+        assert_eq!(replica(&cluster, rank).view(), ViewId::new(1, 1));
+    }
+}
