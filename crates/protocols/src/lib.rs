@@ -94,6 +94,4 @@ registry! {
     tempo::TempoMinorityStability => canary: true,
     #[cfg(feature = "canary")]
     nopaxos::NoPaxosRequestOverNoOp => canary: true,
-    #[cfg(feature = "canary")]
-    nopaxos::NoPaxosEarlyGapResume => canary: true,
 }

@@ -18,7 +18,7 @@
 use super::checker::Observation;
 use super::messages::{Entry, Message, Request, ViewId};
 use super::replica::{Handled, Replica};
-use super::{Flaw, NoPaxos};
+use super::NoPaxos;
 use ordo_core::{NodeId, Outbox};
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -128,11 +128,6 @@ impl Replica {
         self.sync.leader_no_op(slot);
         self.gap = Gap::Committing { slot, acks: BTreeSet::new() };
         out.multicast(&self.others, Message::GapCommit { view: self.view, slot });
-        if self.flaw == Flaw::EarlyGapResume {
-            // Canary: resume before a majority knows the decision.
-            self.gap = Gap::None;
-            return;
-        }
         self.maybe_gap_committed(out);
     }
 

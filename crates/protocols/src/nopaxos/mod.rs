@@ -72,7 +72,7 @@ pub mod view_change;
 #[cfg(feature = "canary")]
 pub mod canary;
 #[cfg(feature = "canary")]
-pub use canary::{NoPaxosEarlyGapResume, NoPaxosRequestOverNoOp};
+pub use canary::NoPaxosRequestOverNoOp;
 
 #[cfg(test)]
 mod tests;
@@ -180,8 +180,6 @@ pub enum Durable {
 pub(crate) enum Flaw {
     /// The protocol as designed.
     None,
-    /// The leader moves past a NO-OP before f replicas acknowledged it.
-    EarlyGapResume,
     /// The view-change merge prefers a REQUEST over a NO-OP.
     RequestOverNoOp,
 }
