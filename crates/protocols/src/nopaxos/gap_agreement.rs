@@ -15,10 +15,10 @@
 //!   follower): on the second request after `gap_find_timeout_ns` the leader treats it as its
 //!   own drop notification, so a follower is never stuck behind a leader that heard nothing.
 
+use super::NoPaxos;
 use super::checker::Observation;
 use super::messages::{Entry, Message, Request, ViewId};
 use super::replica::{Handled, Replica};
-use super::NoPaxos;
 use ordo_core::{NodeId, Outbox};
 use std::collections::BTreeSet;
 use std::sync::Arc;

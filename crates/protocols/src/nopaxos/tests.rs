@@ -604,3 +604,73 @@ fn scenario_28_session_change_and_leader_crash_together() {
         assert_eq!(replica(&cluster, rank).view(), ViewId::new(1, 1));
     }
 }
+
+#[test]
+fn scenario_17_minimal_quorum_success_survives_the_leader_crash() {
+    // Goal: a request successful with exactly f + 1 replicas (n = 5) is in every later view at
+    // its slot. Method: A reaches r0, r2 and r3 only; the client completes; r0 crashes. The new
+    // leader r1 lacks A, but any 3 of r1..r4 include r2 or r3.
+    let mut cluster = cluster(5, 1);
+    let (client, r1, r4) = (cluster.client(0), cluster.replica(1), cluster.replica(4));
+    let a = submit_and_stamp(&mut cluster, client, Command::set("a", "1"));
+    cluster.drop_where(|e| stamped(e, 1, r1) || stamped(e, 1, r4));
+    cluster.deliver_all();
+    assert_eq!(cluster.result(a), Some(&CommandResult::Ok));
+    let id = replica(&cluster, 0).log()[0].id();
+    cluster.crash(cluster.replica(0));
+    run_until_view(&mut cluster, &[1, 2, 3, 4], ViewId::new(1, 0));
+    for rank in 1..5 {
+        assert_eq!(replica(&cluster, rank).log()[0].id(), id, "r{rank} holds A at slot 1");
+    }
+}
+
+#[test]
+fn scenario_20_a_stale_replica_log_is_ignored_by_the_merge() {
+    // Goal: only logs of the latest normal view are merged. Method (n = 5): r4 logs C at slot 3
+    // in <0,0>, which nobody else receives; r0 crashes and r4 is cut off while <1,0> starts
+    // and puts a NO-OP then D at slots 3 and 4. Then r1 crashes and r4 is back: <2,0>'s merge
+    // sees r4's longer log of <0,0> and ignores it: slot 3 stays a NO-OP.
+    let mut cluster = cluster(5, 2);
+    let (c0, c1, r4) = (cluster.client(0), cluster.client(1), cluster.replica(4));
+    for value in ["a", "b"] {
+        let op = cluster.submit(c0, Command::set(value, "1"));
+        cluster.deliver_all();
+        assert!(cluster.result(op).is_some());
+    }
+    submit_and_stamp(&mut cluster, c1, Command::set("c", "1"));
+    cluster.drop_where(|e| is_stamped(e) && e.to != r4);
+    cluster.deliver_all();
+    assert_eq!(replica(&cluster, 4).log().len(), 3);
+    cluster.crash(cluster.replica(0));
+    cluster.isolate(r4);
+    run_until_view(&mut cluster, &[1, 2, 3], ViewId::new(1, 0));
+    let d = cluster.submit(c0, Command::set("d", "1"));
+    assert!(cluster.run_until(100_000_000, |c| c.result(d).is_some()));
+    assert!(replica(&cluster, 1).log()[2].is_no_op(), "<1,0> dropped seq 3");
+    cluster.crash(cluster.replica(1));
+    cluster.heal(r4);
+    run_until_view(&mut cluster, &[2, 3, 4], ViewId::new(2, 0));
+    for rank in 2..5 {
+        assert!(replica(&cluster, rank).log()[2].is_no_op(), "r{rank}: slot 3 is the NO-OP of <1,0>");
+    }
+    assert_logs_equal(&cluster, &[2, 3, 4]);
+}
+
+#[test]
+fn scenario_27_session_change_with_silent_tail_loss() {
+    // Goal: the last message of session 0 reached a minority (no drop notification is possible
+    // across sessions); after the view change every replica holds one log, and the client
+    // completes once, in the new view or by its retry. Method: A reaches r1 only; sequencer 0
+    // crashes; timers run.
+    let mut cluster = cluster(3, 1);
+    let (client, r1) = (cluster.client(0), cluster.replica(1));
+    let a = submit_and_stamp(&mut cluster, client, Command::IncrBy { key: "n".into(), delta: 1 });
+    cluster.drop_where(|e| is_stamped(e) && e.to != r1);
+    cluster.deliver_all();
+    cluster.crash(sequencer(&cluster, 0));
+    assert!(cluster.run_until(300_000_000, |c| c.result(a).is_some()));
+    assert_eq!(cluster.result(a), Some(&CommandResult::Integer(1)), "executed once");
+    assert_eq!(replica(&cluster, 0).view().session_num, 1);
+    cluster.run_for(5_000_000);
+    assert_logs_equal(&cluster, &[0, 1, 2]);
+}
