@@ -7,8 +7,8 @@
 //! and the log is executed again from slot 1 — a state transfer whose source is the agreed log
 //! (every replica keeps its whole log, see docs/protocols/nopaxos.md).
 
+use super::client_table::{ClientTable, Lookup};
 use super::messages::Entry;
-use crate::multipaxos::client_table::{ClientTable, Lookup};
 use ordo_core::{CommandResult, RequestId, StateMachine};
 
 /// What applying one entry did.
@@ -60,12 +60,12 @@ impl Execution {
         self.executed = slot;
         let Entry::Request(request) = entry else { return Applied::NoOp };
         let id = request.id;
-        match self.table.lookup(id.client, id.number) {
+        match self.table.lookup(id) {
             Lookup::Executed(result) => Applied::Duplicate(Some(result.clone())),
             Lookup::Old => Applied::Duplicate(None),
             Lookup::New => {
                 let result = self.state_machine.apply(id, &request.command);
-                self.table.record(id.client, id.number, result.clone(), slot);
+                self.table.record(id, result.clone(), slot);
                 Applied::Executed(result)
             }
         }
@@ -73,7 +73,7 @@ impl Execution {
 
     /// The result of `id` if it is its client's latest executed request.
     pub fn cached(&self, id: RequestId) -> Option<CommandResult> {
-        match self.table.lookup(id.client, id.number) {
+        match self.table.lookup(id) {
             Lookup::Executed(result) => Some(result.clone()),
             _ => None,
         }
