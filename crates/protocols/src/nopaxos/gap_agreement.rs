@@ -18,7 +18,7 @@
 use super::NoPaxos;
 use super::checker::Observation;
 use super::messages::{Entry, Message, Request, ViewId};
-use super::replica::{Handled, Replica};
+use super::replica::{DropReason, Handled, Replica};
 use ordo_core::{NodeId, Outbox};
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -176,10 +176,10 @@ impl Replica {
     ) -> Handled {
         self.in_view(from, view)?;
         if !self.is_leader() {
-            return Err("slot lookup at a follower");
+            return Err(DropReason::SlotLookupAtAFollower);
         }
         if slot == 0 {
-            return Err("slot 0 does not exist");
+            return Err(DropReason::Slot0DoesNotExist);
         }
         if slot <= self.log_len() {
             let entry = self.log[slot as usize - 1].clone();
@@ -187,7 +187,7 @@ impl Replica {
             return Ok(());
         }
         if slot > self.log_len() + 1 || self.gap.blocks() {
-            return Err("slot lookup beyond the leader's position");
+            return Err(DropReason::SlotLookupBeyondTheLeaderSPosition);
         }
         self.on_lookup_ahead(now, slot, out);
         Ok(())
@@ -222,11 +222,11 @@ impl Replica {
     ) -> Handled {
         self.in_view(from, view)?;
         if from != self.leader_of(view) {
-            return Err("slot content not from the leader");
+            return Err(DropReason::SlotContentNotFromTheLeader);
         }
         self.heard_from_leader_ns = now;
         if self.gap != (Gap::Lookup { slot }) {
-            return Err("slot content not waited for");
+            return Err(DropReason::SlotContentNotWaitedFor);
         }
         self.gap = Gap::None;
         match entry {
@@ -251,7 +251,7 @@ impl Replica {
     ) -> Handled {
         self.in_view(from, view)?;
         if from != self.leader_of(view) {
-            return Err("gap find not from the leader");
+            return Err(DropReason::GapFindNotFromTheLeader);
         }
         self.heard_from_leader_ns = now;
         let request = match self.log.get(slot.wrapping_sub(1) as usize) {
@@ -274,10 +274,10 @@ impl Replica {
     ) -> Handled {
         self.in_view(from, view)?;
         let Gap::Finding { slot: searching, answered, .. } = &mut self.gap else {
-            return Err("gap found while not searching");
+            return Err(DropReason::GapFoundWhileNotSearching);
         };
         if *searching != slot {
-            return Err("gap found for another slot");
+            return Err(DropReason::GapFoundForAnotherSlot);
         }
         let Some(request) = request else {
             answered.insert(from);
@@ -307,17 +307,17 @@ impl Replica {
     ) -> Handled {
         self.in_view(from, view)?;
         if from != self.leader_of(view) {
-            return Err("gap commit not from the leader");
+            return Err(DropReason::GapCommitNotFromTheLeader);
         }
         self.heard_from_leader_ns = now;
         if slot == 0 || slot > self.log_len() + 1 {
-            return Err("gap commit ahead of the log");
+            return Err(DropReason::GapCommitAheadOfTheLog);
         }
         if slot <= self.sync.sync_point {
             // A sync-prepare carried this NO-OP already: acknowledge it again (the first
             // acknowledgement may have been lost).
             if !self.log[slot as usize - 1].is_no_op() {
-                return Err("gap commit at a synchronised request");
+                return Err(DropReason::GapCommitAtASynchronisedRequest);
             }
             out.send(from, Message::GapCommitRep { view, slot });
             return Ok(());
@@ -353,10 +353,10 @@ impl Replica {
     ) -> Handled {
         self.in_view(from, view)?;
         let Gap::Committing { slot: committing, acks } = &mut self.gap else {
-            return Err("gap commit rep while not committing");
+            return Err(DropReason::GapCommitRepWhileNotCommitting);
         };
         if *committing != slot {
-            return Err("gap commit rep for another slot");
+            return Err(DropReason::GapCommitRepForAnotherSlot);
         }
         acks.insert(from);
         self.maybe_gap_committed(out);

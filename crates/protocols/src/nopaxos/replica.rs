@@ -6,7 +6,7 @@ use super::checker::Observation;
 use super::execution::{Applied, Execution};
 use super::gap_agreement::{Gap, LookupAhead};
 use super::messages::{Entry, Message, Request, ViewId};
-use super::oum::{Delivery, OumReceiver};
+use super::oum::{Delivery, Discard, OumReceiver};
 use super::sync::SyncState;
 use super::view_change::ViewChangeState;
 use super::{Config, Durable, Flaw, NoPaxos, Timer};
@@ -43,8 +43,135 @@ impl Status {
     }
 }
 
-/// The result of a handler: done, or ignored for a reason (counted in `NodeStats::dropped`).
-pub type Handled = Result<(), &'static str>;
+/// Why a replica ignored an input (counted in `NodeStats::dropped` under [`DropReason::name`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DropReason {
+    /// libOUM discarded a stamped request.
+    Oum(Discard),
+    /// "stamped request not from a sequencer".
+    StampedRequestNotFromASequencer,
+    /// "message not for a replica".
+    MessageNotForAReplica,
+    /// "sender is not another replica".
+    SenderIsNotAnotherReplica,
+    /// "message of another view".
+    MessageOfAnotherView,
+    /// "not normal".
+    NotNormal,
+    /// "retired".
+    Retired,
+    /// "booting".
+    Booting,
+    /// "slot lookup at a follower".
+    SlotLookupAtAFollower,
+    /// "slot 0 does not exist".
+    Slot0DoesNotExist,
+    /// "slot lookup beyond the leader's position".
+    SlotLookupBeyondTheLeaderSPosition,
+    /// "slot content not from the leader".
+    SlotContentNotFromTheLeader,
+    /// "slot content not waited for".
+    SlotContentNotWaitedFor,
+    /// "gap find not from the leader".
+    GapFindNotFromTheLeader,
+    /// "gap found while not searching".
+    GapFoundWhileNotSearching,
+    /// "gap found for another slot".
+    GapFoundForAnotherSlot,
+    /// "gap commit not from the leader".
+    GapCommitNotFromTheLeader,
+    /// "gap commit ahead of the log".
+    GapCommitAheadOfTheLog,
+    /// "gap commit at a synchronised request".
+    GapCommitAtASynchronisedRequest,
+    /// "gap commit rep while not committing".
+    GapCommitRepWhileNotCommitting,
+    /// "gap commit rep for another slot".
+    GapCommitRepForAnotherSlot,
+    /// "view-change-req not above our view".
+    ViewChangeReqNotAboveOurView,
+    /// "malformed view-change".
+    MalformedViewChange,
+    /// "view-change for another view".
+    ViewChangeForAnotherView,
+    /// "view-change for a view another replica leads".
+    ViewChangeForAViewAnotherReplicaLeads,
+    /// "not changing view".
+    NotChangingView,
+    /// "start-view not from the view's leader".
+    StartViewNotFromTheViewSLeader,
+    /// "malformed start-view".
+    MalformedStartView,
+    /// "start-view of the current view".
+    StartViewOfTheCurrentView,
+    /// "start-view of an older or incomparable view".
+    StartViewOfAnOlderOrIncomparableView,
+    /// "start-view ack not for our started view".
+    StartViewAckNotForOurStartedView,
+    /// "sync-prepare not from the leader".
+    SyncPrepareNotFromTheLeader,
+    /// "malformed sync-prepare".
+    MalformedSyncPrepare,
+    /// "sync-prepare beyond the log".
+    SyncPrepareBeyondTheLog,
+    /// "sync-prepare from beyond what we agreed".
+    SyncPrepareFromBeyondWhatWeAgreed,
+    /// "sync-rep at a follower".
+    SyncRepAtAFollower,
+    /// "sync-rep beyond the log".
+    SyncRepBeyondTheLog,
+    /// "sync-commit not from the leader".
+    SyncCommitNotFromTheLeader,
+}
+
+impl DropReason {
+    /// The counter name.
+    pub fn name(self) -> &'static str {
+        match self {
+            DropReason::Oum(discard) => discard.name(),
+            DropReason::StampedRequestNotFromASequencer => "stamped request not from a sequencer",
+            DropReason::MessageNotForAReplica => "message not for a replica",
+            DropReason::SenderIsNotAnotherReplica => "sender is not another replica",
+            DropReason::MessageOfAnotherView => "message of another view",
+            DropReason::NotNormal => "not normal",
+            DropReason::Retired => "retired",
+            DropReason::Booting => "booting",
+            DropReason::SlotLookupAtAFollower => "slot lookup at a follower",
+            DropReason::Slot0DoesNotExist => "slot 0 does not exist",
+            DropReason::SlotLookupBeyondTheLeaderSPosition => "slot lookup beyond the leader's position",
+            DropReason::SlotContentNotFromTheLeader => "slot content not from the leader",
+            DropReason::SlotContentNotWaitedFor => "slot content not waited for",
+            DropReason::GapFindNotFromTheLeader => "gap find not from the leader",
+            DropReason::GapFoundWhileNotSearching => "gap found while not searching",
+            DropReason::GapFoundForAnotherSlot => "gap found for another slot",
+            DropReason::GapCommitNotFromTheLeader => "gap commit not from the leader",
+            DropReason::GapCommitAheadOfTheLog => "gap commit ahead of the log",
+            DropReason::GapCommitAtASynchronisedRequest => "gap commit at a synchronised request",
+            DropReason::GapCommitRepWhileNotCommitting => "gap commit rep while not committing",
+            DropReason::GapCommitRepForAnotherSlot => "gap commit rep for another slot",
+            DropReason::ViewChangeReqNotAboveOurView => "view-change-req not above our view",
+            DropReason::MalformedViewChange => "malformed view-change",
+            DropReason::ViewChangeForAnotherView => "view-change for another view",
+            DropReason::ViewChangeForAViewAnotherReplicaLeads => "view-change for a view another replica leads",
+            DropReason::NotChangingView => "not changing view",
+            DropReason::StartViewNotFromTheViewSLeader => "start-view not from the view's leader",
+            DropReason::MalformedStartView => "malformed start-view",
+            DropReason::StartViewOfTheCurrentView => "start-view of the current view",
+            DropReason::StartViewOfAnOlderOrIncomparableView => "start-view of an older or incomparable view",
+            DropReason::StartViewAckNotForOurStartedView => "start-view ack not for our started view",
+            DropReason::SyncPrepareNotFromTheLeader => "sync-prepare not from the leader",
+            DropReason::MalformedSyncPrepare => "malformed sync-prepare",
+            DropReason::SyncPrepareBeyondTheLog => "sync-prepare beyond the log",
+            DropReason::SyncPrepareFromBeyondWhatWeAgreed => "sync-prepare from beyond what we agreed",
+            DropReason::SyncRepAtAFollower => "sync-rep at a follower",
+            DropReason::SyncRepBeyondTheLog => "sync-rep beyond the log",
+            DropReason::SyncCommitNotFromTheLeader => "sync-commit not from the leader",
+        }
+    }
+}
+
+/// The result of a handler: done, or ignored for a reason.
+pub type Handled = Result<(), DropReason>;
 
 /// A NOPaxos replica.
 pub struct Replica {
@@ -176,9 +303,9 @@ impl Replica {
         out: &mut Outbox<NoPaxos>,
     ) -> Handled {
         if !self.sequencers.contains(&from) {
-            return Err("stamped request not from a sequencer");
+            return Err(DropReason::StampedRequestNotFromASequencer);
         }
-        self.oum.receive(session, seq, request).map_err(|discard| discard.name())?;
+        self.oum.receive(session, seq, request).map_err(DropReason::Oum)?;
         self.pump(now, out);
         Ok(())
     }
@@ -275,7 +402,7 @@ impl Replica {
             }
             Message::SyncRep { view, through } => self.on_sync_rep(now, from, view, through, out),
             Message::SyncCommit { view, through } => self.on_sync_commit(now, from, view, through, out),
-            _ => Err("message not for a replica"),
+            _ => Err(DropReason::MessageNotForAReplica),
         }
     }
 
@@ -283,13 +410,13 @@ impl Replica {
     /// (§5.2: replicas ignore messages from other views, I13).
     pub(super) fn in_view(&self, from: NodeId, view: ViewId) -> Handled {
         if !self.replicas.contains(&from) || from == self.id {
-            return Err("sender is not another replica");
+            return Err(DropReason::SenderIsNotAnotherReplica);
         }
         if view != self.view {
-            return Err("message of another view");
+            return Err(DropReason::MessageOfAnotherView);
         }
         if self.status != Status::Normal {
-            return Err("not normal");
+            return Err(DropReason::NotNormal);
         }
         Ok(())
     }
@@ -341,12 +468,12 @@ impl Node<NoPaxos> for Replica {
 
     fn on_message(&mut self, now: ClockReading, from: NodeId, message: Message, out: &mut Outbox<NoPaxos>) {
         let handled = match self.status {
-            Status::Retired => Err("retired"),
-            Status::Booting if !matches!(message, Message::Stamped { .. }) => Err("booting"),
+            Status::Retired => Err(DropReason::Retired),
+            Status::Booting if !matches!(message, Message::Stamped { .. }) => Err(DropReason::Booting),
             _ => self.dispatch(now.local_ns, from, message, out),
         };
         if let Err(reason) = handled {
-            self.stats.drop_input(reason);
+            self.stats.drop_input(reason.name());
         }
     }
 

@@ -17,7 +17,7 @@
 
 use super::NoPaxos;
 use super::messages::{Entry, Message, ViewId};
-use super::replica::{Handled, Replica, Status};
+use super::replica::{DropReason, Handled, Replica, Status};
 use ordo_core::{NodeId, Outbox};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -100,18 +100,18 @@ impl Replica {
         }
         self.in_view(from, view)?;
         if from != self.leader_of(view) {
-            return Err("sync-prepare not from the leader");
+            return Err(DropReason::SyncPrepareNotFromTheLeader);
         }
         self.heard_from_leader_ns = now;
         let well_formed = start <= through && no_ops.windows(2).all(|w| w[0] < w[1]);
         if !well_formed || no_ops.iter().any(|&slot| slot <= start || slot > through) {
-            return Err("malformed sync-prepare");
+            return Err(DropReason::MalformedSyncPrepare);
         }
         if through > self.log_len() {
-            return Err("sync-prepare beyond the log");
+            return Err(DropReason::SyncPrepareBeyondTheLog);
         }
         if start > self.sync.prepared {
-            return Err("sync-prepare from beyond what we agreed");
+            return Err(DropReason::SyncPrepareFromBeyondWhatWeAgreed);
         }
         for &slot in no_ops.iter().filter(|&&slot| slot > self.sync.sync_point) {
             if slot <= self.exec.executed() {
@@ -135,10 +135,10 @@ impl Replica {
     ) -> Handled {
         self.in_view(from, view)?;
         if !self.is_leader() {
-            return Err("sync-rep at a follower");
+            return Err(DropReason::SyncRepAtAFollower);
         }
         if through > self.log_len() {
-            return Err("sync-rep beyond the log");
+            return Err(DropReason::SyncRepBeyondTheLog);
         }
         let acked = self.sync.acked.entry(from).or_default();
         *acked = (*acked).max(through);
@@ -167,7 +167,7 @@ impl Replica {
     ) -> Handled {
         self.in_view(from, view)?;
         if from != self.leader_of(view) {
-            return Err("sync-commit not from the leader");
+            return Err(DropReason::SyncCommitNotFromTheLeader);
         }
         self.heard_from_leader_ns = now;
         let point = through.min(self.sync.prepared).min(self.log_len());

@@ -27,7 +27,7 @@
 
 use super::gap_agreement::Gap;
 use super::messages::{Entry, Message, SharedLog, ViewId};
-use super::replica::{Handled, Replica, Status};
+use super::replica::{DropReason, Handled, Replica, Status};
 use super::{Flaw, NoPaxos};
 use ordo_core::{NodeId, Outbox};
 use std::collections::{BTreeMap, BTreeSet};
@@ -134,10 +134,10 @@ impl Replica {
         out: &mut Outbox<NoPaxos>,
     ) -> Handled {
         if !self.others.contains(&from) {
-            return Err("sender is not another replica");
+            return Err(DropReason::SenderIsNotAnotherReplica);
         }
         if view.covered_by(self.view) {
-            return Err("view-change-req not above our view");
+            return Err(DropReason::ViewChangeReqNotAboveOurView);
         }
         self.start_view_change(self.view.join(view), now, out);
         Ok(())
@@ -155,19 +155,19 @@ impl Replica {
         out: &mut Outbox<NoPaxos>,
     ) -> Handled {
         if !self.others.contains(&from) {
-            return Err("sender is not another replica");
+            return Err(DropReason::SenderIsNotAnotherReplica);
         }
         if session_msg_num > log.len() as u64 || !last_normal.covered_by(view) {
-            return Err("malformed view-change");
+            return Err(DropReason::MalformedViewChange);
         }
         if !view.covered_by(self.view) {
             self.start_view_change(self.view.join(view), now, out);
         }
         if view != self.view {
-            return Err("view-change for another view");
+            return Err(DropReason::ViewChangeForAnotherView);
         }
         if self.leader_of(view) != self.id {
-            return Err("view-change for a view another replica leads");
+            return Err(DropReason::ViewChangeForAViewAnotherReplicaLeads);
         }
         match self.status {
             Status::ViewChange => {
@@ -186,7 +186,7 @@ impl Replica {
                 out.send(from, Message::StartView { view, session_msg_num, log });
                 Ok(())
             }
-            _ => Err("not changing view"),
+            _ => Err(DropReason::NotChangingView),
         }
     }
 
@@ -242,18 +242,18 @@ impl Replica {
         out: &mut Outbox<NoPaxos>,
     ) -> Handled {
         if !self.others.contains(&from) || from != self.leader_of(view) {
-            return Err("start-view not from the view's leader");
+            return Err(DropReason::StartViewNotFromTheViewSLeader);
         }
         if session_msg_num > log.len() as u64 {
-            return Err("malformed start-view");
+            return Err(DropReason::MalformedStartView);
         }
         if view == self.view && self.status == Status::Normal {
             out.send(from, Message::StartViewAck { view });
-            return Err("start-view of the current view");
+            return Err(DropReason::StartViewOfTheCurrentView);
         }
         let accept = self.view.below(view) || (view == self.view && self.status == Status::ViewChange);
         if !accept {
-            return Err("start-view of an older or incomparable view");
+            return Err(DropReason::StartViewOfAnOlderOrIncomparableView);
         }
         self.install_view(view, session_msg_num, log.as_ref().clone(), now, out);
         out.send(from, Message::StartViewAck { view });
@@ -262,7 +262,7 @@ impl Replica {
 
     pub(super) fn on_start_view_ack(&mut self, from: NodeId, view: ViewId) -> Handled {
         if view != self.view || self.status != Status::Normal || !self.is_leader() {
-            return Err("start-view ack not for our started view");
+            return Err(DropReason::StartViewAckNotForOurStartedView);
         }
         self.vc.unacked.remove(&from);
         Ok(())
