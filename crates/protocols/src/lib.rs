@@ -13,6 +13,7 @@ pub mod client_table;
 pub mod executor;
 pub mod multipaxos;
 pub mod nezha;
+pub mod nopaxos;
 pub mod slot_window;
 pub mod tempo;
 pub mod testkit;
@@ -82,6 +83,7 @@ registry! {
     multipaxos::MultiPaxos => canary: false,
     nezha::Nezha => canary: false,
     tempo::Tempo => canary: false,
+    nopaxos::NoPaxos => canary: false,
     #[cfg(feature = "canary")]
     multipaxos::MultiPaxosEarlyReply => canary: true,
     #[cfg(feature = "canary")]
@@ -94,4 +96,6 @@ registry! {
     nezha::NezhaMajorityFastQuorum => canary: true,
     #[cfg(feature = "canary")]
     tempo::TempoMinorityStability => canary: true,
+    #[cfg(feature = "canary")]
+    nopaxos::NoPaxosRequestOverNoOp => canary: true,
 }

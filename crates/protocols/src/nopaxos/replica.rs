@@ -1,0 +1,545 @@
+//! The replica: state, dispatch, normal operations (§5.2.1), execution, the tick and invariants.
+//! Gap agreement lives in `gap_agreement.rs`, view changes in `view_change.rs`, synchronisation
+//! in `sync.rs`.
+
+use super::checker::Observation;
+use super::execution::{Applied, Execution};
+use super::gap_agreement::{Gap, LookupAhead};
+use super::messages::{Entry, Message, Request, ViewId};
+use super::oum::{Delivery, Discard, OumReceiver};
+use super::sync::SyncState;
+use super::view_change::ViewChangeState;
+use super::{Config, Durable, Flaw, NoPaxos, Timer};
+use crate::multipaxos::checker::execution_digest;
+use ordo_core::{
+    ClockReading, CommandResult, Destinations, Node, NodeContext, NodeId, NodeStats, Outbox, PersistMode,
+    PersistTicket, Role, StateMachine,
+};
+use rand::{RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::sync::Arc;
+
+/// What a replica is doing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Status {
+    /// Waiting for its launch record to be durable before it takes part.
+    Booting,
+    /// Processing requests in its view.
+    Normal,
+    /// Changing view.
+    ViewChange,
+    /// Restarted after a crash: crash-stop, it takes no further part (§5.1).
+    Retired,
+}
+
+impl Status {
+    fn name(self) -> &'static str {
+        match self {
+            Status::Booting => "booting",
+            Status::Normal => "normal",
+            Status::ViewChange => "view-change",
+            Status::Retired => "retired",
+        }
+    }
+}
+
+/// Why a replica ignored an input (counted in `NodeStats::dropped` under [`DropReason::name`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DropReason {
+    /// libOUM discarded a stamped request.
+    Oum(Discard),
+    /// "stamped request not from a sequencer".
+    StampedRequestNotFromASequencer,
+    /// "message not for a replica".
+    MessageNotForAReplica,
+    /// "sender is not another replica".
+    SenderIsNotAnotherReplica,
+    /// "message of another view".
+    MessageOfAnotherView,
+    /// "not normal".
+    NotNormal,
+    /// "retired".
+    Retired,
+    /// "booting".
+    Booting,
+    /// "slot lookup at a follower".
+    SlotLookupAtAFollower,
+    /// "slot 0 does not exist".
+    Slot0DoesNotExist,
+    /// "slot lookup beyond the leader's position".
+    SlotLookupBeyondTheLeaderSPosition,
+    /// "slot content not from the leader".
+    SlotContentNotFromTheLeader,
+    /// "slot content not waited for".
+    SlotContentNotWaitedFor,
+    /// "gap find not from the leader".
+    GapFindNotFromTheLeader,
+    /// "gap found while not searching".
+    GapFoundWhileNotSearching,
+    /// "gap found for another slot".
+    GapFoundForAnotherSlot,
+    /// "gap commit not from the leader".
+    GapCommitNotFromTheLeader,
+    /// "gap commit ahead of the log".
+    GapCommitAheadOfTheLog,
+    /// "gap commit at a synchronised request".
+    GapCommitAtASynchronisedRequest,
+    /// "gap commit rep while not committing".
+    GapCommitRepWhileNotCommitting,
+    /// "gap commit rep for another slot".
+    GapCommitRepForAnotherSlot,
+    /// "view-change-req not above our view".
+    ViewChangeReqNotAboveOurView,
+    /// "malformed view-change".
+    MalformedViewChange,
+    /// "view-change for another view".
+    ViewChangeForAnotherView,
+    /// "view-change for a view another replica leads".
+    ViewChangeForAViewAnotherReplicaLeads,
+    /// "not changing view".
+    NotChangingView,
+    /// "start-view not from the view's leader".
+    StartViewNotFromTheViewSLeader,
+    /// "malformed start-view".
+    MalformedStartView,
+    /// "start-view of the current view".
+    StartViewOfTheCurrentView,
+    /// "start-view of an older or incomparable view".
+    StartViewOfAnOlderOrIncomparableView,
+    /// "start-view ack not for our started view".
+    StartViewAckNotForOurStartedView,
+    /// "sync-prepare not from the leader".
+    SyncPrepareNotFromTheLeader,
+    /// "malformed sync-prepare".
+    MalformedSyncPrepare,
+    /// "sync-prepare beyond the log".
+    SyncPrepareBeyondTheLog,
+    /// "sync-prepare from beyond what we agreed".
+    SyncPrepareFromBeyondWhatWeAgreed,
+    /// "sync-rep at a follower".
+    SyncRepAtAFollower,
+    /// "sync-rep beyond the log".
+    SyncRepBeyondTheLog,
+    /// "sync-commit not from the leader".
+    SyncCommitNotFromTheLeader,
+}
+
+impl DropReason {
+    /// The counter name.
+    pub fn name(self) -> &'static str {
+        match self {
+            DropReason::Oum(discard) => discard.name(),
+            DropReason::StampedRequestNotFromASequencer => "stamped request not from a sequencer",
+            DropReason::MessageNotForAReplica => "message not for a replica",
+            DropReason::SenderIsNotAnotherReplica => "sender is not another replica",
+            DropReason::MessageOfAnotherView => "message of another view",
+            DropReason::NotNormal => "not normal",
+            DropReason::Retired => "retired",
+            DropReason::Booting => "booting",
+            DropReason::SlotLookupAtAFollower => "slot lookup at a follower",
+            DropReason::Slot0DoesNotExist => "slot 0 does not exist",
+            DropReason::SlotLookupBeyondTheLeaderSPosition => "slot lookup beyond the leader's position",
+            DropReason::SlotContentNotFromTheLeader => "slot content not from the leader",
+            DropReason::SlotContentNotWaitedFor => "slot content not waited for",
+            DropReason::GapFindNotFromTheLeader => "gap find not from the leader",
+            DropReason::GapFoundWhileNotSearching => "gap found while not searching",
+            DropReason::GapFoundForAnotherSlot => "gap found for another slot",
+            DropReason::GapCommitNotFromTheLeader => "gap commit not from the leader",
+            DropReason::GapCommitAheadOfTheLog => "gap commit ahead of the log",
+            DropReason::GapCommitAtASynchronisedRequest => "gap commit at a synchronised request",
+            DropReason::GapCommitRepWhileNotCommitting => "gap commit rep while not committing",
+            DropReason::GapCommitRepForAnotherSlot => "gap commit rep for another slot",
+            DropReason::ViewChangeReqNotAboveOurView => "view-change-req not above our view",
+            DropReason::MalformedViewChange => "malformed view-change",
+            DropReason::ViewChangeForAnotherView => "view-change for another view",
+            DropReason::ViewChangeForAViewAnotherReplicaLeads => "view-change for a view another replica leads",
+            DropReason::NotChangingView => "not changing view",
+            DropReason::StartViewNotFromTheViewSLeader => "start-view not from the view's leader",
+            DropReason::MalformedStartView => "malformed start-view",
+            DropReason::StartViewOfTheCurrentView => "start-view of the current view",
+            DropReason::StartViewOfAnOlderOrIncomparableView => "start-view of an older or incomparable view",
+            DropReason::StartViewAckNotForOurStartedView => "start-view ack not for our started view",
+            DropReason::SyncPrepareNotFromTheLeader => "sync-prepare not from the leader",
+            DropReason::MalformedSyncPrepare => "malformed sync-prepare",
+            DropReason::SyncPrepareBeyondTheLog => "sync-prepare beyond the log",
+            DropReason::SyncPrepareFromBeyondWhatWeAgreed => "sync-prepare from beyond what we agreed",
+            DropReason::SyncRepAtAFollower => "sync-rep at a follower",
+            DropReason::SyncRepBeyondTheLog => "sync-rep beyond the log",
+            DropReason::SyncCommitNotFromTheLeader => "sync-commit not from the leader",
+        }
+    }
+}
+
+/// The result of a handler: done, or ignored for a reason.
+pub type Handled = Result<(), DropReason>;
+
+/// A NOPaxos replica.
+pub struct Replica {
+    pub(super) id: NodeId,
+    pub(super) config: Config,
+    pub(super) flaw: Flaw,
+    pub(super) replicas: Destinations,
+    /// Every replica but this one.
+    pub(super) others: Destinations,
+    /// Failures tolerated: acknowledgements a leader needs besides its own.
+    pub(super) f: usize,
+    sequencers: Vec<NodeId>,
+    pub(super) rng: ChaCha8Rng,
+    pub(super) status: Status,
+    pub(super) view: ViewId,
+    pub(super) last_normal: ViewId,
+    /// Slot `i` at index `i - 1`.
+    pub(super) log: Vec<Entry>,
+    pub(super) oum: OumReceiver<Arc<Request>>,
+    /// `log length − session-msg-num` in this view (I10).
+    pub(super) session_base: u64,
+    pub(super) exec: Execution,
+    pub(super) gap: Gap,
+    /// Leader: a follower asked about the leader's own next slot (see `gap_agreement.rs`).
+    pub(super) lookup_ahead: Option<LookupAhead>,
+    pub(super) sync: SyncState,
+    pub(super) vc: ViewChangeState,
+    /// Last time the leader of the view was heard from (followers).
+    pub(super) heard_from_leader_ns: u64,
+    /// This view's leader-failure timeout (randomised).
+    pub(super) leader_timeout_ns: u64,
+    launch: Option<PersistTicket>,
+    pub(super) stats: NodeStats,
+}
+
+impl Replica {
+    /// A replica, fresh (`durable` empty) or restarted (it retires).
+    pub(crate) fn new(context: NodeContext<NoPaxos>, durable: Vec<Durable>, flaw: Flaw) -> Self {
+        let replicas = context.topology.replicas().clone();
+        let others: Destinations = replicas.iter().copied().filter(|&r| r != context.id).collect();
+        let restarted = durable.contains(&Durable::Launched);
+        let config = context.config.clone();
+        Replica {
+            id: context.id,
+            flaw,
+            f: context.topology.f,
+            sequencers: context.topology.with_role(Role::Sequencer).collect(),
+            rng: ChaCha8Rng::seed_from_u64(context.seed),
+            status: if restarted { Status::Retired } else { Status::Booting },
+            view: ViewId::default(),
+            last_normal: ViewId::default(),
+            log: Vec::new(),
+            oum: OumReceiver::new(0, config.oum_buffer_max),
+            session_base: 0,
+            exec: Execution::new(context.new_state_machine, config.client_table_max),
+            gap: Gap::None,
+            lookup_ahead: None,
+            sync: SyncState::default(),
+            vc: ViewChangeState::default(),
+            heard_from_leader_ns: 0,
+            leader_timeout_ns: config.view_change_timeout_ns,
+            launch: None,
+            stats: NodeStats::default(),
+            replicas,
+            others,
+            config,
+        }
+    }
+
+    /// The leader of `view`.
+    pub(super) fn leader_of(&self, view: ViewId) -> NodeId {
+        self.replicas[(view.leader_num % self.replicas.len() as u64) as usize]
+    }
+
+    /// True when this replica leads its view.
+    pub fn is_leader(&self) -> bool {
+        self.leader_of(self.view) == self.id
+    }
+
+    /// The status.
+    pub fn status_kind(&self) -> Status {
+        self.status
+    }
+
+    /// The view.
+    pub fn view(&self) -> ViewId {
+        self.view
+    }
+
+    /// The log.
+    pub fn log(&self) -> &[Entry] {
+        &self.log
+    }
+
+    /// OUM positions consumed in the view's session.
+    pub fn session_msg_num(&self) -> u64 {
+        self.oum.session_msg_num()
+    }
+
+    /// The sync-point.
+    pub fn sync_point(&self) -> u64 {
+        self.sync.sync_point
+    }
+
+    /// The last slot executed.
+    pub fn executed(&self) -> u64 {
+        self.exec.executed()
+    }
+
+    pub(super) fn log_len(&self) -> u64 {
+        self.log.len() as u64
+    }
+
+    /// A fresh randomised timeout in [t/2, 3t/2].
+    pub(super) fn random_timeout(&mut self) -> u64 {
+        let timeout = self.config.view_change_timeout_ns;
+        self.rng.random_range(timeout / 2..=timeout.saturating_add(timeout / 2))
+    }
+
+    // ---- normal operations -------------------------------------------------------------
+
+    fn on_stamped(
+        &mut self,
+        now: u64,
+        from: NodeId,
+        session: u64,
+        seq: u64,
+        request: Arc<Request>,
+        out: &mut Outbox<NoPaxos>,
+    ) -> Handled {
+        if !self.sequencers.contains(&from) {
+            return Err(DropReason::StampedRequestNotFromASequencer);
+        }
+        self.oum.receive(session, seq, request).map_err(DropReason::Oum)?;
+        self.pump(now, out);
+        Ok(())
+    }
+
+    /// Consumes OUM deliveries while the replica is Normal and no gap holds it back (replicas
+    /// always process operations in order, §5.2.2).
+    pub(super) fn pump(&mut self, now: u64, out: &mut Outbox<NoPaxos>) {
+        while self.status == Status::Normal && !self.gap.blocks() {
+            match self.oum.get_message() {
+                None => break,
+                Some(Delivery::Message { message, .. }) => self.append_request(message, out),
+                Some(Delivery::Drop { .. }) => self.on_drop_notification(now, out),
+                Some(Delivery::SessionTerminated { session }) => {
+                    self.stats.count("session_terminated");
+                    let target = self.view.join(ViewId::new(self.view.leader_num, session));
+                    self.start_view_change(target, now, out);
+                }
+            }
+        }
+    }
+
+    /// Appends a request at the next slot; the leader executes it; replies to its client.
+    pub(super) fn append_request(&mut self, request: Arc<Request>, out: &mut Outbox<NoPaxos>) {
+        self.log.push(Entry::Request(request.clone()));
+        let slot = self.log_len();
+        let result = if self.is_leader() { self.execute_through(slot, out) } else { None };
+        out.send(request.id.client.node(), Message::Reply { view: self.view, slot, id: request.id, result });
+    }
+
+    /// Executes every slot up to `through`; returns the result of the last one if it is a request
+    /// (a duplicate answers from the client table, §5.2.1).
+    /// Slots under the sync-point are committed: their results are reported to the checker.
+    pub(super) fn execute_through(&mut self, through: u64, out: &mut Outbox<NoPaxos>) -> Option<CommandResult> {
+        assert!(through <= self.log_len(), "only held entries execute");
+        let mut last = None;
+        while self.exec.executed() < through {
+            let slot = self.exec.executed() + 1;
+            let entry = &self.log[slot as usize - 1];
+            last = match self.exec.apply(slot, entry) {
+                Applied::NoOp => None,
+                Applied::Executed(result) => {
+                    self.stats.executed += 1;
+                    Some(result)
+                }
+                Applied::Duplicate(cached) => {
+                    self.stats.count("duplicate_in_log");
+                    cached
+                }
+            };
+            if let (Some(result), Some(id)) = (&last, entry.id())
+                && slot <= self.sync.sync_point
+            {
+                out.observe(Observation::Executed { slot, id, digest: execution_digest(true, Some(result)) });
+            }
+        }
+        last
+    }
+
+    /// The leader's result for the request at `slot`, for a reply after a view change.
+    pub(super) fn result_for(&self, slot: u64) -> Option<CommandResult> {
+        let entry = &self.log[slot as usize - 1];
+        let id = entry.id()?;
+        (self.is_leader() && self.exec.executed() >= slot).then(|| self.exec.cached(id)).flatten()
+    }
+
+    /// Reports slots `from + 1 ..= through` of this log as committed.
+    pub(super) fn observe_committed(&self, from: u64, through: u64, out: &mut Outbox<NoPaxos>) {
+        for slot in from + 1..=through {
+            out.observe(Observation::Committed { slot, id: self.log[slot as usize - 1].id() });
+        }
+    }
+
+    // ---- dispatch ----------------------------------------------------------------------
+
+    fn dispatch(&mut self, now: u64, from: NodeId, message: Message, out: &mut Outbox<NoPaxos>) -> Handled {
+        match message {
+            Message::Stamped { session, seq, request } => self.on_stamped(now, from, session, seq, request, out),
+            Message::SlotLookup { view, slot } => self.on_slot_lookup(now, from, view, slot, out),
+            Message::SlotContent { view, slot, entry } => self.on_slot_content(now, from, view, slot, entry, out),
+            Message::GapFind { view, slot } => self.on_gap_find(now, from, view, slot, out),
+            Message::GapFound { view, slot, request } => self.on_gap_found(now, from, view, slot, request, out),
+            Message::GapCommit { view, slot } => self.on_gap_commit(now, from, view, slot, out),
+            Message::GapCommitRep { view, slot } => self.on_gap_commit_rep(now, from, view, slot, out),
+            Message::ViewChangeReq { view } => self.on_view_change_req(now, from, view, out),
+            Message::ViewChange { view, last_normal, session_msg_num, log } => {
+                self.on_view_change(now, from, view, last_normal, session_msg_num, log, out)
+            }
+            Message::StartView { view, session_msg_num, log } => {
+                self.on_start_view(now, from, view, session_msg_num, log, out)
+            }
+            Message::StartViewAck { view } => self.on_start_view_ack(from, view),
+            Message::SyncPrepare { view, from: start, through, no_ops } => {
+                self.on_sync_prepare(now, from, view, start, through, &no_ops, out)
+            }
+            Message::SyncRep { view, through } => self.on_sync_rep(now, from, view, through, out),
+            Message::SyncCommit { view, through } => self.on_sync_commit(now, from, view, through, out),
+            _ => Err(DropReason::MessageNotForAReplica),
+        }
+    }
+
+    /// Guard for the normal-case sub-protocols: a replica peer in our view while we are Normal
+    /// (§5.2: replicas ignore messages from other views, I13).
+    pub(super) fn in_view(&self, from: NodeId, view: ViewId) -> Handled {
+        if !self.replicas.contains(&from) || from == self.id {
+            return Err(DropReason::SenderIsNotAnotherReplica);
+        }
+        if view != self.view {
+            return Err(DropReason::MessageOfAnotherView);
+        }
+        if self.status != Status::Normal {
+            return Err(DropReason::NotNormal);
+        }
+        Ok(())
+    }
+
+    fn on_tick(&mut self, now: u64, out: &mut Outbox<NoPaxos>) {
+        match self.status {
+            Status::Normal if self.is_leader() => {
+                self.send_sync_prepares(out);
+                self.resend_start_view(now, out);
+                self.gap_tick(now, out);
+            }
+            Status::Normal => {
+                if now.saturating_sub(self.heard_from_leader_ns) > self.leader_timeout_ns {
+                    self.stats.count("leader_suspected");
+                    let next = ViewId::new(self.view.leader_num + 1, self.view.session_num);
+                    self.start_view_change(next, now, out);
+                } else {
+                    self.gap_tick(now, out);
+                }
+            }
+            Status::ViewChange => self.view_change_tick(now, out),
+            Status::Booting | Status::Retired => {}
+        }
+        self.pump(now, out);
+    }
+}
+
+impl Node<NoPaxos> for Replica {
+    fn on_start(&mut self, now: ClockReading, out: &mut Outbox<NoPaxos>) {
+        if self.status == Status::Retired {
+            self.stats.count("retired");
+            return;
+        }
+        self.launch = Some(out.persist(Durable::Launched, PersistMode::Append));
+        self.heard_from_leader_ns = now.local_ns;
+        self.leader_timeout_ns = self.random_timeout();
+        out.set_timer(Timer::Tick, self.config.heartbeat_ns);
+    }
+
+    fn on_durable(&mut self, now: ClockReading, through: PersistTicket, out: &mut Outbox<NoPaxos>) {
+        if self.status == Status::Booting && self.launch.is_some_and(|ticket| ticket <= through) {
+            // Taking part before the launch record is durable would let a crash then erase the
+            // fact that this replica ever answered (a restart must retire).
+            self.status = Status::Normal;
+            self.heard_from_leader_ns = now.local_ns;
+            self.pump(now.local_ns, out);
+        }
+    }
+
+    fn on_message(&mut self, now: ClockReading, from: NodeId, message: Message, out: &mut Outbox<NoPaxos>) {
+        let handled = match self.status {
+            Status::Retired => Err(DropReason::Retired),
+            Status::Booting if !matches!(message, Message::Stamped { .. }) => Err(DropReason::Booting),
+            _ => self.dispatch(now.local_ns, from, message, out),
+        };
+        if let Err(reason) = handled {
+            self.stats.drop_input(reason.name());
+        }
+    }
+
+    fn on_timer(&mut self, now: ClockReading, timer: Timer, out: &mut Outbox<NoPaxos>) {
+        if timer != Timer::Tick || self.status == Status::Retired {
+            self.stats.drop_input("timer not for a replica");
+            return;
+        }
+        self.on_tick(now.local_ns, out);
+        out.set_timer(Timer::Tick, self.config.heartbeat_ns);
+    }
+
+    fn check_invariants(&self) {
+        if self.status == Status::Retired {
+            assert!(self.log.is_empty(), "a retired replica holds nothing");
+            return;
+        }
+        assert!(self.exec.executed() <= self.log_len(), "only held entries are executed");
+        assert!(self.sync.sync_point <= self.log_len(), "the sync-point lies in the log");
+        assert!(self.last_normal.covered_by(self.view), "views never go back (I4)");
+        if self.status == Status::Normal {
+            assert_eq!(self.last_normal, self.view, "a normal replica's last normal view is its view");
+            assert_eq!(self.oum.session(), self.view.session_num, "a normal replica listens to its view's session");
+            let consumed_unfilled = u64::from(self.gap.consumed_unfilled());
+            assert_eq!(
+                self.log_len() + consumed_unfilled,
+                self.session_base + self.oum.session_msg_num(),
+                "log and OUM position stay aligned (I10)"
+            );
+            if self.is_leader() {
+                assert_eq!(self.exec.executed(), self.log_len(), "the leader executes everything it appends");
+            }
+        }
+        self.gap.check(self.log.len(), &self.log);
+        self.sync.check(self.log_len());
+        self.vc.check(self.replicas.len());
+        self.oum.check_invariants();
+    }
+
+    fn is_recovering(&self) -> bool {
+        self.status == Status::Retired
+    }
+
+    fn stats(&self) -> &NodeStats {
+        &self.stats
+    }
+
+    /// The state for the agreement check, only while it holds committed slots alone: the leader
+    /// executes ahead of the sync-point, and an ousted leader's speculative state is discarded
+    /// when it adopts the next view's log.
+    fn state_machine(&self) -> Option<&dyn StateMachine> {
+        let committed_only = self.exec.executed() <= self.sync.sync_point;
+        (self.status != Status::Retired && committed_only).then(|| self.exec.state_machine())
+    }
+
+    fn status(&self) -> String {
+        let role = if self.is_leader() { "leader" } else { "follower" };
+        format!(
+            "view={:?} {} {role} log={} smn={} exec={} sync={} gap={}",
+            self.view,
+            self.status.name(),
+            self.log.len(),
+            self.oum.session_msg_num(),
+            self.exec.executed(),
+            self.sync.sync_point,
+            self.gap.name()
+        )
+    }
+}
