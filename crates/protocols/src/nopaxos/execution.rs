@@ -6,9 +6,13 @@
 //! back: when a new log differs from what it executed, [`Execution::reset`] discards the state
 //! and the log is executed again from slot 1 — a state transfer whose source is the agreed log
 //! (every replica keeps its whole log, see docs/protocols/nopaxos.md).
+//!
+//! The client table is the shared one (`crate::client_table`) with a window of one: NOPaxos
+//! clients have one request outstanding, so a request's own number is its client's
+//! acknowledgement mark, and the table keeps each client's latest executed request.
 
-use super::client_table::{ClientTable, Lookup};
 use super::messages::Entry;
+use crate::client_table::{ClientTable, Lookup};
 use ordo_core::{CommandResult, RequestId, StateMachine};
 
 /// What applying one entry did.
@@ -38,7 +42,7 @@ impl Execution {
         Execution {
             new_state_machine,
             state_machine: new_state_machine(),
-            table: ClientTable::new(table_max),
+            table: ClientTable::new(table_max, 1),
             table_max,
             executed: 0,
         }
@@ -60,12 +64,12 @@ impl Execution {
         self.executed = slot;
         let Entry::Request(request) = entry else { return Applied::NoOp };
         let id = request.id;
-        match self.table.lookup(id) {
+        match self.table.lookup(id, id.number) {
             Lookup::Executed(result) => Applied::Duplicate(Some(result.clone())),
-            Lookup::Old => Applied::Duplicate(None),
+            Lookup::Old | Lookup::BeyondWindow => Applied::Duplicate(None),
             Lookup::New => {
                 let result = self.state_machine.apply(id, &request.command);
-                self.table.record(id, result.clone(), slot);
+                self.table.record(id, id.number, result.clone(), slot);
                 Applied::Executed(result)
             }
         }
@@ -73,7 +77,7 @@ impl Execution {
 
     /// The result of `id` if it is its client's latest executed request.
     pub fn cached(&self, id: RequestId) -> Option<CommandResult> {
-        match self.table.lookup(id) {
+        match self.table.lookup(id, id.number) {
             Lookup::Executed(result) => Some(result.clone()),
             _ => None,
         }
@@ -82,7 +86,7 @@ impl Execution {
     /// Forgets everything applied: the log will be applied again from slot 1.
     pub fn reset(&mut self) {
         self.state_machine = (self.new_state_machine)();
-        self.table = ClientTable::new(self.table_max);
+        self.table = ClientTable::new(self.table_max, 1);
         self.executed = 0;
     }
 }

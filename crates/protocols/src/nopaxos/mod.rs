@@ -59,7 +59,6 @@
 
 pub mod checker;
 pub mod client;
-pub mod client_table;
 pub mod controller;
 pub mod execution;
 pub mod gap_agreement;
