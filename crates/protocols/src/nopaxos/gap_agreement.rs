@@ -220,11 +220,7 @@ impl Replica {
         entry: Entry,
         out: &mut Outbox<NoPaxos>,
     ) -> Handled {
-        self.in_view(from, view)?;
-        if from != self.leader_of(view) {
-            return Err(DropReason::SlotContentNotFromTheLeader);
-        }
-        self.heard_from_leader_ns = now;
+        self.check_from_leader(now, from, view, DropReason::SlotContentNotFromTheLeader)?;
         if self.gap != (Gap::Lookup { slot }) {
             return Err(DropReason::SlotContentNotWaitedFor);
         }
@@ -249,11 +245,7 @@ impl Replica {
         slot: u64,
         out: &mut Outbox<NoPaxos>,
     ) -> Handled {
-        self.in_view(from, view)?;
-        if from != self.leader_of(view) {
-            return Err(DropReason::GapFindNotFromTheLeader);
-        }
-        self.heard_from_leader_ns = now;
+        self.check_from_leader(now, from, view, DropReason::GapFindNotFromTheLeader)?;
         let request = match self.log.get(slot.wrapping_sub(1) as usize) {
             Some(Entry::Request(request)) if slot > 0 => Some(request.clone()),
             _ => None,
@@ -305,11 +297,7 @@ impl Replica {
         slot: u64,
         out: &mut Outbox<NoPaxos>,
     ) -> Handled {
-        self.in_view(from, view)?;
-        if from != self.leader_of(view) {
-            return Err(DropReason::GapCommitNotFromTheLeader);
-        }
-        self.heard_from_leader_ns = now;
+        self.check_from_leader(now, from, view, DropReason::GapCommitNotFromTheLeader)?;
         if slot == 0 || slot > self.log_len() + 1 {
             return Err(DropReason::GapCommitAheadOfTheLog);
         }

@@ -408,6 +408,23 @@ impl Replica {
 
     /// Guard for the normal-case sub-protocols: a replica peer in our view while we are Normal
     /// (§5.2: replicas ignore messages from other views, I13).
+    /// A message of our view that only its leader may send: checks both (dropping with
+    /// `not_from_leader` otherwise) and notes that the leader was heard from.
+    pub(super) fn check_from_leader(
+        &mut self,
+        now: u64,
+        from: NodeId,
+        view: ViewId,
+        not_from_leader: DropReason,
+    ) -> Handled {
+        self.in_view(from, view)?;
+        if from != self.leader_of(view) {
+            return Err(not_from_leader);
+        }
+        self.heard_from_leader_ns = now;
+        Ok(())
+    }
+
     pub(super) fn in_view(&self, from: NodeId, view: ViewId) -> Handled {
         if !self.replicas.contains(&from) || from == self.id {
             return Err(DropReason::SenderIsNotAnotherReplica);

@@ -98,11 +98,7 @@ impl Replica {
             self.start_view_change(view, now, out);
             return Ok(());
         }
-        self.in_view(from, view)?;
-        if from != self.leader_of(view) {
-            return Err(DropReason::SyncPrepareNotFromTheLeader);
-        }
-        self.heard_from_leader_ns = now;
+        self.check_from_leader(now, from, view, DropReason::SyncPrepareNotFromTheLeader)?;
         let well_formed = start <= through && no_ops.windows(2).all(|w| w[0] < w[1]);
         if !well_formed || no_ops.iter().any(|&slot| slot <= start || slot > through) {
             return Err(DropReason::MalformedSyncPrepare);
@@ -165,11 +161,7 @@ impl Replica {
         through: u64,
         out: &mut Outbox<NoPaxos>,
     ) -> Handled {
-        self.in_view(from, view)?;
-        if from != self.leader_of(view) {
-            return Err(DropReason::SyncCommitNotFromTheLeader);
-        }
-        self.heard_from_leader_ns = now;
+        self.check_from_leader(now, from, view, DropReason::SyncCommitNotFromTheLeader)?;
         let point = through.min(self.sync.prepared).min(self.log_len());
         if point <= self.sync.sync_point {
             return Ok(());
