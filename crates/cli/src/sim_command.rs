@@ -172,6 +172,8 @@ fn build_config(args: &SimArgs, seeds_mode: bool) -> Result<SimConfig, String> {
     if args.no_check {
         config.check_linearizability = false;
     }
+    // Nothing reads the history of an unchecked run unless it is written out.
+    config.record_history = args.history.is_some() || config.check_linearizability;
     if let Some(max) = args.check_configurations_max {
         config.check_limits.configurations_max = max;
     }

@@ -18,8 +18,9 @@
 //! retries.
 
 use ordo_core::{ClientId, CommandResult, RequestId};
+use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::VecDeque;
 
 /// One client's row, as stored in snapshots.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -63,42 +64,63 @@ pub enum Lookup<'a> {
 }
 
 /// The client table, bounded in clients and in results per client.
-#[derive(Clone, Debug, PartialEq, Eq)]
+///
+/// Every executed request passes through [`ClientTable::record`], so its rows sit in a hash map
+/// and its eviction order in a queue of (op, client) appended in op order. A client's earlier
+/// entries in that queue go stale when it executes again; they are skipped when evicting and
+/// dropped when they outnumber the live ones, so the queue stays within twice the rows.
+#[derive(Clone, Debug)]
 pub struct ClientTable {
     clients_max: usize,
     window: u64,
-    rows: BTreeMap<ClientId, Row>,
-    /// Clients by the op of their last execution, oldest first: ops are unique, so this is the
-    /// eviction order.
-    by_op: BTreeMap<u64, ClientId>,
+    rows: FxHashMap<ClientId, Row>,
+    /// (op, client) in increasing op order; an entry is live while it is its client's `Row::op`.
+    /// The first live entry is the client whose last request executed longest ago.
+    by_op: VecDeque<(u64, ClientId)>,
+    /// The highest op recorded (or restored).
+    last_op: u64,
 }
 
+impl PartialEq for ClientTable {
+    /// Same bounds and same rows; stale queue entries do not count.
+    fn eq(&self, other: &Self) -> bool {
+        self.clients_max == other.clients_max && self.window == other.window && self.rows == other.rows
+    }
+}
+
+impl Eq for ClientTable {}
+
 impl ClientTable {
-    /// An empty table of at most `clients_max` clients, each with at most `window` requests in
+    /// An empty table for at most `clients_max` clients, each with at most `window` requests in
     /// flight.
     pub fn new(clients_max: usize, window: usize) -> Self {
         assert!(clients_max > 0, "a client table must hold at least one client");
         assert!(window > 0, "a client has at least one request in flight");
-        ClientTable { clients_max, window: window as u64, rows: BTreeMap::new(), by_op: BTreeMap::new() }
+        ClientTable {
+            clients_max,
+            window: window as u64,
+            rows: FxHashMap::default(),
+            by_op: VecDeque::new(),
+            last_op: 0,
+        }
     }
 
-    /// How many clients are remembered.
+    /// Clients held.
     pub fn len(&self) -> usize {
         self.rows.len()
     }
 
-    /// True when no client is remembered.
+    /// True when no client is held.
     pub fn is_empty(&self) -> bool {
         self.rows.is_empty()
     }
 
-    /// The op of the latest recorded execution (0 when empty): a protocol that numbers
-    /// executions only for the table continues from it after a restore.
+    /// The highest op recorded, 0 if none.
     pub fn last_op(&self) -> u64 {
-        self.by_op.last_key_value().map_or(0, |(&op, _)| op)
+        self.last_op
     }
 
-    /// What the table knows of request `id`, which the client sent with mark `acked_below`.
+    /// What the table knows of request `id`, sent with acknowledgement mark `acked_below`.
     pub fn lookup(&self, id: RequestId, acked_below: u64) -> Lookup<'_> {
         let row = self.rows.get(&id.client);
         let mark = row.map_or(acked_below, |row| row.acked_below.max(acked_below));
@@ -114,16 +136,12 @@ impl ClientTable {
         Lookup::New
     }
 
-    /// Records that request `id`, sent with mark `acked_below`, executed at `op` with `result`.
-    /// The caller looked it up first and found it [`Lookup::New`].
+    /// Records that request `id` (a [`Lookup::New`] one) executed at `op` with `result`. Ops
+    /// increase from one record to the next.
     pub fn record(&mut self, id: RequestId, acked_below: u64, result: CommandResult, op: u64) {
-        assert!(!self.by_op.contains_key(&op), "each op executes once");
+        assert!(op > self.last_op, "each op executes once, in increasing order");
         assert_eq!(self.lookup(id, acked_below), Lookup::New, "only new requests execute");
         let row = self.rows.entry(id.client).or_insert_with(|| Row { acked_below, results: Vec::new(), op });
-        if row.op != op {
-            assert!(row.op < op, "ops execute in increasing order");
-            self.by_op.remove(&row.op);
-        }
         row.acked_below = row.acked_below.max(acked_below);
         let mark = row.acked_below;
         row.results.retain(|&(number, _)| number >= mark);
@@ -131,21 +149,37 @@ impl ClientTable {
         row.results.insert(at, (id.number, result));
         row.op = op;
         assert!(row.results.len() as u64 <= self.window, "a row holds at most a window of results");
-        self.by_op.insert(op, id.client);
+        self.by_op.push_back((op, id.client));
+        self.last_op = op;
         self.evict();
     }
 
-    fn evict(&mut self) {
-        while self.rows.len() > self.clients_max {
-            let (_, client) = self.by_op.pop_first().expect("rows and by_op hold the same clients");
-            self.rows.remove(&client);
-        }
-        assert_eq!(self.rows.len(), self.by_op.len(), "rows and by_op hold the same clients");
+    /// Whether the queue entry (op, client) is its client's latest.
+    fn is_live(&self, (op, client): (u64, ClientId)) -> bool {
+        self.rows.get(&client).is_some_and(|row| row.op == op)
     }
 
-    /// The table as snapshot rows, sorted by client.
+    /// Evicts the clients whose last request executed longest ago until at most `clients_max`
+    /// remain, then drops stale queue entries if they outnumber the live ones.
+    fn evict(&mut self) {
+        while self.rows.len() > self.clients_max {
+            let entry = self.by_op.pop_front().expect("every row has a live entry in the queue");
+            if self.is_live(entry) {
+                self.rows.remove(&entry.1);
+            }
+        }
+        if self.by_op.len() > 2 * self.rows.len() + 16 {
+            let rows = &self.rows;
+            self.by_op.retain(|&(op, client)| rows.get(&client).is_some_and(|row| row.op == op));
+            assert_eq!(self.by_op.len(), self.rows.len(), "one live queue entry per row");
+        }
+        assert!(self.by_op.len() >= self.rows.len(), "every row has a live entry in the queue");
+    }
+
+    /// The rows, for a snapshot, by client.
     pub fn to_records(&self) -> Vec<ClientRecord> {
-        self.rows
+        let mut records: Vec<ClientRecord> = self
+            .rows
             .iter()
             .map(|(client, row)| ClientRecord {
                 client: *client,
@@ -153,16 +187,19 @@ impl ClientTable {
                 results: row.results.clone(),
                 op: row.op,
             })
-            .collect()
+            .collect();
+        records.sort_unstable_by_key(|record| record.client);
+        records
     }
 
-    /// A table rebuilt from snapshot rows; `None` if they are inconsistent (duplicate clients or
-    /// ops, results below their mark or beyond this table's window). Evicts down to
-    /// `clients_max` if the rows came from a replica with a larger bound.
+    /// Rebuilds a table from a snapshot's rows; `None` if they are inconsistent (a client or an
+    /// op twice, results out of order or outside the window). Keeps the `clients_max` most
+    /// recent clients if there are more.
     pub fn from_records(clients_max: usize, window: usize, records: &[ClientRecord]) -> Option<Self> {
         let mut table = ClientTable::new(clients_max, window);
+        let mut by_op = Vec::with_capacity(records.len());
         for record in records {
-            if table.rows.contains_key(&record.client) || table.by_op.contains_key(&record.op) {
+            if table.rows.contains_key(&record.client) {
                 return None;
             }
             let results = record.results.clone();
@@ -173,8 +210,14 @@ impl ClientTable {
                 return None;
             }
             table.rows.insert(record.client, Row { acked_below: record.acked_below, results, op: record.op });
-            table.by_op.insert(record.op, record.client);
+            by_op.push((record.op, record.client));
         }
+        by_op.sort_unstable();
+        if by_op.windows(2).any(|pair| pair[0].0 == pair[1].0) {
+            return None;
+        }
+        table.last_op = by_op.last().map_or(0, |&(op, _)| op);
+        table.by_op = by_op.into();
         table.evict();
         Some(table)
     }
@@ -231,6 +274,26 @@ mod tests {
         let rebuilt = ClientTable::from_records(4, 3, &table.to_records()).unwrap();
         assert_eq!(rebuilt, table);
         assert!(ClientTable::from_records(4, 1, &table.to_records()).is_none(), "a narrower window refuses it");
+    }
+
+    #[test]
+    fn the_eviction_queue_stays_bounded_and_evicts_the_oldest() {
+        let mut table = ClientTable::new(3, 1);
+        for op in 1..=1000 {
+            // Client 1 executes again and again; clients 2 and 3 once each, early.
+            let client = match op {
+                2 => 2,
+                3 => 3,
+                _ => 1,
+            };
+            table.record(id(client, op), op, CommandResult::Ok, op);
+            assert!(table.by_op.len() <= 2 * table.len() + 16, "stale entries are dropped");
+        }
+        assert_eq!(table.last_op(), 1000);
+        table.record(id(4, 1), 1, CommandResult::Ok, 1001);
+        assert_eq!(table.len(), 3);
+        assert_eq!(table.lookup(id(2, 2), 2), Lookup::New, "client 2 executed longest ago: evicted");
+        assert_eq!(table.lookup(id(3, 3), 3), Lookup::Executed(&CommandResult::Ok));
     }
 
     #[test]

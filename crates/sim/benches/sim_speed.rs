@@ -28,6 +28,7 @@ fn main() {
                 clients: 8,
                 faults: FaultPlan { random: faults, ..FaultPlan::default() },
                 check_linearizability: false,
+                record_history: false,
                 ..SimConfig::default()
             };
             let report = with_protocol(info.name, Run(config)).expect("registered");

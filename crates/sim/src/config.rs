@@ -90,6 +90,10 @@ pub struct SimConfig {
     pub check_invariants: bool,
     /// Check linearizability of the client history at the end.
     pub check_linearizability: bool,
+    /// Keep the client history and return it with the run. Always kept when linearizability is
+    /// checked; off, the simulator copies no key or value per operation (benchmarks that read
+    /// only the report).
+    pub record_history: bool,
     /// Limits of the linearizability check; past them a key is too complex and the run's
     /// linearizability is unknown (reported, neither a pass nor a failure).
     pub check_limits: CheckOptions,
@@ -124,6 +128,7 @@ impl Default for SimConfig {
             faults: FaultPlan::default(),
             check_invariants: true,
             check_linearizability: true,
+            record_history: true,
             check_limits: CheckOptions::default(),
             protocol: toml::Table::new(),
             colocate_clients: false,

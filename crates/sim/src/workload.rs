@@ -158,13 +158,19 @@ pub struct GeneratedPart {
     pub value: Option<String>,
 }
 
-/// One generated operation: the command and how the history records it (one part per key; a
-/// multi-key command is recorded as one read or write per key, each spanning the command).
-pub struct GeneratedOp {
-    /// The command submitted.
-    pub command: Command,
-    /// Its parts, one per key.
-    pub parts: Vec<GeneratedPart>,
+/// How the history records `command`: one part per key (a multi-key command is recorded as one
+/// read or write per key, each spanning the command). Only for commands [`Generator`] makes.
+pub fn parts(command: &Command) -> Vec<GeneratedPart> {
+    let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
+    let part = |kind, key: &[u8], value: Option<&[u8]>| GeneratedPart { kind, key: text(key), value: value.map(text) };
+    match command {
+        Command::Get { key } => vec![part(OpKind::Read, key, None)],
+        Command::Set { key, value, .. } => vec![part(OpKind::Write, key, Some(value))],
+        Command::Append { key, value } => vec![part(OpKind::Append, key, Some(value))],
+        Command::MGet { keys } => keys.iter().map(|key| part(OpKind::Read, key, None)).collect(),
+        Command::MSet { pairs } => pairs.iter().map(|(key, value)| part(OpKind::Write, key, Some(value))).collect(),
+        other => panic!("the workload generator never makes {other:?}"),
+    }
 }
 
 /// Draws operations for one run (one instance shared by all clients, fed the workload RNG).
@@ -175,6 +181,30 @@ pub struct Generator {
 
 /// Private keys per client in the conflict workload (bounded so the store stays small).
 const PRIVATE_KEYS_PER_CLIENT: u64 = 64;
+
+/// Appends `n` in `radix` (10 or 16) to `text`. Every simulated operation formats a key and a
+/// value, and `format!` costs several times this on the simulator's hot path.
+fn push_number(text: &mut String, mut n: u64, radix: u64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b"0123456789abcdef"[(n % radix) as usize];
+        n /= radix;
+        if n == 0 {
+            break;
+        }
+    }
+    text.push_str(std::str::from_utf8(&digits[at..]).expect("ASCII digits"));
+}
+
+/// `prefix` followed by `n` in decimal.
+fn numbered(prefix: &str, n: u64) -> String {
+    let mut text = String::with_capacity(prefix.len() + 20);
+    text.push_str(prefix);
+    push_number(&mut text, n, 10);
+    text
+}
 
 impl Generator {
     /// A generator for `spec`.
@@ -188,31 +218,38 @@ impl Generator {
 
     fn key(&self, rng: &mut ChaCha8Rng, client: usize) -> String {
         match self.spec.keys {
-            KeyChoice::Uniform { keys } => format!("k{}", rng.random_range(0..keys)),
+            KeyChoice::Uniform { keys } => numbered("k", rng.random_range(0..keys)),
             KeyChoice::Zipf { .. } => {
                 let rank = self.zipf.as_ref().expect("zipf").sample(rng) as u64;
-                format!("k{}", rank.saturating_sub(1))
+                numbered("k", rank.saturating_sub(1))
             }
             KeyChoice::Conflict { rate } => {
                 if rng.random_bool(rate) {
                     "hot".to_string()
                 } else {
-                    format!("c{client}.{}", rng.random_range(0..PRIVATE_KEYS_PER_CLIENT))
+                    let mut key = numbered("c", client as u64);
+                    key.push('.');
+                    push_number(&mut key, rng.random_range(0..PRIVATE_KEYS_PER_CLIENT), 10);
+                    key
                 }
             }
         }
     }
 
+    /// `{unique:x}.{part}.` padded with `x` to the value size.
     fn value(&self, unique: u64, part: usize) -> String {
-        let mut value = format!("{unique:x}.{part}.");
-        while value.len() < self.spec.value_size {
-            value.push('x');
-        }
+        let mut value = String::with_capacity(self.spec.value_size.max(24));
+        push_number(&mut value, unique, 16);
+        value.push('.');
+        push_number(&mut value, part as u64, 10);
+        value.push('.');
+        let padding = self.spec.value_size.saturating_sub(value.len());
+        value.extend(std::iter::repeat_n('x', padding));
         value
     }
 
-    /// The next operation of `client`; `unique` makes its values unique in the run.
-    pub fn next(&self, rng: &mut ChaCha8Rng, client: usize, unique: u64) -> GeneratedOp {
+    /// The next command of `client`; `unique` makes its values unique in the run.
+    pub fn next(&self, rng: &mut ChaCha8Rng, client: usize, unique: u64) -> Command {
         let key = self.key(rng, client);
         let read = rng.random_bool(self.spec.read_ratio);
         if self.spec.multi_key_ratio > 0.0 && rng.random_bool(self.spec.multi_key_ratio) {
@@ -228,34 +265,18 @@ impl Generator {
             }
         }
         if read {
-            let part = GeneratedPart { kind: OpKind::Read, key: key.clone(), value: None };
-            return GeneratedOp { command: Command::get(key), parts: vec![part] };
+            return Command::get(key);
         }
         let value = self.value(unique, 0);
-        let (kind, command) = if rng.random_bool(self.spec.append_ratio) {
-            (OpKind::Append, Command::append(key.clone(), value.clone()))
-        } else {
-            (OpKind::Write, Command::set(key.clone(), value.clone()))
-        };
-        GeneratedOp { command, parts: vec![GeneratedPart { kind, key, value: Some(value) }] }
+        if rng.random_bool(self.spec.append_ratio) { Command::append(key, value) } else { Command::set(key, value) }
     }
 
-    fn multi_key(&self, read: bool, keys: [String; 2], unique: u64) -> GeneratedOp {
+    fn multi_key(&self, read: bool, keys: [String; 2], unique: u64) -> Command {
         if read {
-            let command = Command::MGet { keys: keys.iter().map(|k| k.clone().into()).collect() };
-            let parts = keys.into_iter().map(|key| GeneratedPart { kind: OpKind::Read, key, value: None }).collect();
-            return GeneratedOp { command, parts };
+            return Command::MGet { keys: keys.into_iter().map(Into::into).collect() };
         }
-        let values: Vec<String> = (0..keys.len()).map(|part| self.value(unique, part)).collect();
-        let command = Command::MSet {
-            pairs: keys.iter().zip(&values).map(|(k, v)| (k.clone().into(), v.clone().into())).collect(),
-        };
-        let parts = keys
-            .into_iter()
-            .zip(values)
-            .map(|(key, value)| GeneratedPart { kind: OpKind::Write, key, value: Some(value) })
-            .collect();
-        GeneratedOp { command, parts }
+        let pairs = keys.into_iter().enumerate().map(|(part, key)| (key.into(), self.value(unique, part).into()));
+        Command::MSet { pairs: pairs.collect() }
     }
 }
 
@@ -282,11 +303,27 @@ mod tests {
         let generator = Generator::new(&spec);
         let mut rng = ChaCha8Rng::seed_from_u64(3);
         for unique in 0..100 {
-            let op = generator.next(&mut rng, 0, unique);
-            assert_eq!(op.parts.len(), 2);
-            assert_ne!(op.parts[0].key, op.parts[1].key);
-            assert!(matches!(op.command, Command::MGet { .. } | Command::MSet { .. }));
+            let command = generator.next(&mut rng, 0, unique);
+            assert!(matches!(command, Command::MGet { .. } | Command::MSet { .. }));
+            let parts = parts(&command);
+            assert_eq!(parts.len(), 2);
+            assert_ne!(parts[0].key, parts[1].key);
         }
+    }
+
+    #[test]
+    fn numbers_and_values_are_formatted_as_before() {
+        // Goal: the hand-written formatting gives what `format!` gave (the history and the
+        // message sizes depend on it).
+        for n in [0, 7, 10, 255, 4096, 99_999, u64::MAX] {
+            assert_eq!(numbered("k", n), format!("k{n}"));
+            let mut hex = String::new();
+            push_number(&mut hex, n, 16);
+            assert_eq!(hex, format!("{n:x}"));
+        }
+        let generator = Generator::new(&WorkloadSpec { value_size: 16, ..WorkloadSpec::default() });
+        assert_eq!(generator.value(0xabc, 1), "abc.1.xxxxxxxxxx");
+        assert_eq!(generator.value(u64::MAX, 0), format!("{:x}.0.", u64::MAX), "longer than the size: no padding");
     }
 
     #[test]
@@ -295,7 +332,7 @@ mod tests {
         let spec = WorkloadSpec::from_name("conflict:0.1").unwrap();
         let generator = Generator::new(&spec);
         let mut rng = ChaCha8Rng::seed_from_u64(7);
-        let hot = (0..10_000).filter(|&i| generator.next(&mut rng, 3, i).parts[0].key == "hot").count();
+        let hot = (0..10_000).filter(|&i| parts(&generator.next(&mut rng, 3, i))[0].key == "hot").count();
         assert!((800..1200).contains(&hot), "{hot} of 10000 on the hot key");
     }
 }

@@ -3,15 +3,19 @@
 //!
 //! An entry above the next slot to release waits in a gap buffer until every slot below it has
 //! arrived. The buffer accepts only slots inside a window of `gap_slots_max` slots starting at
-//! the next slot to release, so it never holds more than `gap_slots_max` entries (STYLE 12): a
+//! the next slot to release, so it never spans more than `gap_slots_max` slots (STYLE 12): a
 //! slot beyond the window is refused with [`LogError::BeyondWindow`], which the caller counts
 //! and recovers from the way it recovers from a lost message (it asks again later, or fetches
 //! state). Refusing is safe because the entry stays committed elsewhere; buffering it would let
 //! a replica that lags by a million slots hold a million entries.
 //!
+//! The buffer is a ring of `gap_slots_max` positions at most, one per slot from the next one to
+//! release: commit and release are O(1) and allocate nothing once the ring has grown, which
+//! matters because every committed op of a log protocol passes through here.
+//!
 //! Checked against a naive oracle (a set of arrived slots and a counter) in `tests_log.rs`.
 
-use std::collections::BTreeMap;
+use std::collections::VecDeque;
 
 /// Why [`LogExecutor::commit`] refused an entry. Nothing changed in the executor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,10 +33,13 @@ pub enum LogError {
 pub struct LogExecutor<T> {
     /// The next slot to release; every slot below it was released (or skipped by `skip_to`).
     next_slot: u64,
-    /// The window of slots accepted, from `next_slot`; also the bound on `buffer`.
+    /// The window of slots accepted, from `next_slot`; also the bound on `ring`'s length.
     gap_slots_max: usize,
-    /// Committed entries not yet released, all inside the window.
-    buffer: BTreeMap<u64, T>,
+    /// Position `i` holds slot `next_slot + i` if it has arrived. Never ends with an empty
+    /// position, so its length is how far the furthest waiting entry reaches.
+    ring: VecDeque<Option<T>>,
+    /// How many positions of `ring` hold an entry.
+    waiting: usize,
 }
 
 impl<T> LogExecutor<T> {
@@ -41,7 +48,7 @@ impl<T> LogExecutor<T> {
     pub fn new(next_slot: u64, gap_slots_max: usize) -> Self {
         assert!(gap_slots_max >= 1, "the window holds at least the next slot");
         assert!(next_slot < u64::MAX, "slots stay below u64::MAX");
-        LogExecutor { next_slot, gap_slots_max, buffer: BTreeMap::new() }
+        LogExecutor { next_slot, gap_slots_max, ring: VecDeque::new(), waiting: 0 }
     }
 
     /// The next slot to release: every slot below it has been released.
@@ -56,12 +63,12 @@ impl<T> LogExecutor<T> {
 
     /// Entries waiting in the gap buffer.
     pub fn len(&self) -> usize {
-        self.buffer.len()
+        self.waiting
     }
 
     /// True when no entry waits.
     pub fn is_empty(&self) -> bool {
-        self.buffer.is_empty()
+        self.waiting == 0
     }
 
     /// The first slot past the window (refused).
@@ -78,26 +85,27 @@ impl<T> LogExecutor<T> {
         if slot >= self.window_end() {
             return Err(LogError::BeyondWindow);
         }
-        if self.buffer.contains_key(&slot) {
+        let index = (slot - self.next_slot) as usize;
+        if index >= self.ring.len() {
+            self.ring.resize_with(index + 1, || None);
+        }
+        let position = &mut self.ring[index];
+        if position.is_some() {
             return Err(LogError::Buffered);
         }
-        self.buffer.insert(slot, value);
-        assert!(self.buffer.len() <= self.gap_slots_max, "the window bounds the buffer");
-        assert!(
-            self.buffer.first_key_value().is_some_and(|(&first, _)| first >= self.next_slot),
-            "no stale slot waits"
-        );
+        *position = Some(value);
+        self.waiting += 1;
+        assert!(self.ring.len() <= self.gap_slots_max, "the window bounds the buffer");
+        assert!(self.waiting <= self.ring.len(), "each waiting entry has its own position");
         Ok(())
     }
 
     /// Releases the entry of `next_slot` if it has arrived.
     pub fn pop(&mut self) -> Option<(u64, T)> {
-        let first = self.buffer.first_entry()?;
-        assert!(*first.key() >= self.next_slot, "released slots never wait");
-        if *first.key() != self.next_slot {
-            return None;
-        }
-        let (slot, value) = first.remove_entry();
+        let value = self.ring.front_mut()?.take()?;
+        self.ring.pop_front();
+        self.waiting -= 1;
+        let slot = self.next_slot;
         self.next_slot += 1;
         assert_eq!(slot + 1, self.next_slot, "slots are released one at a time, in order");
         Some((slot, value))
@@ -120,7 +128,8 @@ impl<T> LogExecutor<T> {
     pub fn skip_to(&mut self, next_slot: u64) {
         assert!(next_slot >= self.next_slot, "a snapshot only moves the cursor forward");
         assert!(next_slot < u64::MAX, "slots stay below u64::MAX");
-        self.buffer = self.buffer.split_off(&next_slot);
+        let skipped = (next_slot - self.next_slot).min(self.ring.len() as u64) as usize;
+        self.waiting -= self.ring.drain(..skipped).filter(Option::is_some).count();
         self.next_slot = next_slot;
         // Entries now beyond the window stay: the window only ever moves forward, so they were
         // inside it when accepted and still are.
@@ -129,12 +138,10 @@ impl<T> LogExecutor<T> {
 
     /// Checks the buffer lies inside the window and within its bound.
     pub fn check_invariants(&self) {
-        assert!(self.buffer.len() <= self.gap_slots_max, "the buffer holds at most the window");
-        if let Some((&first, _)) = self.buffer.first_key_value() {
-            assert!(first >= self.next_slot, "released slots never wait");
-        }
-        if let Some((&last, _)) = self.buffer.last_key_value() {
-            assert!(last < self.window_end(), "every waiting slot is inside the window");
-        }
+        assert!(self.ring.len() <= self.gap_slots_max, "the buffer holds at most the window");
+        assert!(self.ring.back().is_none_or(Option::is_some), "the ring ends with a waiting entry");
+        assert_eq!(self.ring.iter().filter(|p| p.is_some()).count(), self.waiting, "waiting counts the entries");
+        // Position i is slot next_slot + i and the length is at most the window: every waiting
+        // slot is inside it, and none was released already.
     }
 }

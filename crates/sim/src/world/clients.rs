@@ -6,6 +6,7 @@ use super::*;
 /// An operation a workload client is waiting on.
 pub(crate) struct Outstanding {
     pub(super) op: u64,
+    /// How the history records it; empty when no history is kept.
     pub(super) parts: Vec<GeneratedPart>,
     pub(super) arrival_ns: u64,
 }
@@ -76,10 +77,12 @@ impl<P: Protocol> World<P> {
     fn submit(&mut self, client: usize, arrival_ns: u64) {
         let op = self.next_op;
         self.next_op += 1;
-        let generated = self.generator.next(&mut self.workload_rng, client, op);
+        let command = self.generator.next(&mut self.workload_rng, client, op);
+        let recorded = self.config.record_history || self.config.check_linearizability;
+        let parts = if recorded { workload::parts(&command) } else { Vec::new() };
         let id = self.history_id(op);
         let state = &mut self.clients[client];
-        for (index, part) in generated.parts.iter().enumerate() {
+        for (index, part) in parts.iter().enumerate() {
             self.history.push(HistoryEvent {
                 client: history_client(state.process, index),
                 id,
@@ -90,10 +93,10 @@ impl<P: Protocol> World<P> {
                 value: part.value.clone(),
             });
         }
-        state.outstanding.push(Outstanding { op, parts: generated.parts, arrival_ns });
+        state.outstanding.push(Outstanding { op, parts, arrival_ns });
         let node = state.node;
         self.schedule_after_fixed(self.config.workload.op_timeout_ns, Event::ClientTimeout { client, op });
-        self.on_arrive(node, Input::Submit(Submission { op, command: generated.command }));
+        self.on_arrive(node, Input::Submit(Submission { op, command }));
     }
 
     pub(super) fn on_client_arrival(&mut self, client: usize) {

@@ -17,7 +17,7 @@ pub(crate) use nodes::NodeSlot;
 use crate::clock::SimClock;
 use crate::config::SimConfig;
 use crate::faults::{Fault, RandomPlanScope};
-use crate::workload::{GeneratedPart, Generator};
+use crate::workload::{self, GeneratedPart, Generator};
 use ordo_check::history::{EventKind, HistoryEvent, OpKind};
 use ordo_core::{
     Action, ClockReading, CommandResult, Deadline, FailureBudget, GlobalChecker, NodeId, NodeRunner, NodeSpec,
