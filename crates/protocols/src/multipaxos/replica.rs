@@ -172,6 +172,9 @@ pub(super) struct LeaderState {
     pub(super) durable_op: u64,
     /// Requests in the log or queue but not executed.
     pub(super) proposed: BTreeSet<RequestId>,
+    /// Scratch space for the acknowledgements sorted by `advance_leader_commit`, kept so that
+    /// each acknowledgement does not allocate.
+    pub(super) votes: Vec<u64>,
 }
 
 /// State a backup keeps about its leader.
@@ -481,11 +484,13 @@ impl Replica {
 
     /// Commits up to the highest op that a majority (this leader included) holds durably.
     fn advance_leader_commit(&mut self, out: &mut Outbox<MultiPaxos>) {
-        let mut votes: Vec<u64> =
-            self.others.iter().map(|backup| self.leader.acks.get(backup).copied().unwrap_or(0)).collect();
+        let mut votes = std::mem::take(&mut self.leader.votes);
+        votes.clear();
+        votes.extend(self.others.iter().map(|backup| self.leader.acks.get(backup).copied().unwrap_or(0)));
         votes.push(self.leader.durable_op);
         votes.sort_unstable_by(|a, b| b.cmp(a));
         let quorum_op = votes[self.quorum_others];
+        self.leader.votes = votes;
         if quorum_op <= self.commit_number {
             return;
         }
