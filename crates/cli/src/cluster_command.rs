@@ -87,6 +87,8 @@ impl ProtocolVisitor for BuildFile<'_> {
         let config: P::Config =
             toml::Value::Table(options.clone()).try_into().map_err(|e| format!("protocol options: {e}"))?;
         P::validate_config(&config)?;
+        let nodes = args.replicas + P::extra_roles(args.replicas, &config).len() + 1;
+        ClusterFile::check_local_ports(args.port_base, nodes, Some(args.redis_port))?;
         let mut file = ClusterFile::local::<P>(
             &config,
             options,
@@ -152,6 +154,18 @@ pub fn spawn_node(config: &Path, name: &str, log: &Path) -> std::io::Result<Chil
     command.spawn()
 }
 
+/// The last `lines` non-empty lines of a node's log, to say why it stopped without sending the
+/// operator to the file.
+fn log_tail(log: &Path, lines: usize) -> String {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let tail: Vec<&str> = text.lines().filter(|line| !line.trim().is_empty()).collect();
+    let tail = &tail[tail.len().saturating_sub(lines)..];
+    if tail.is_empty() {
+        return format!("its log {} is empty", log.display());
+    }
+    format!("the end of its log {}:\n  {}", log.display(), tail.join("\n  "))
+}
+
 /// A running local cluster.
 pub struct LocalCluster {
     /// The cluster file.
@@ -192,10 +206,8 @@ impl LocalCluster {
             let Some(address) = entry.metrics else { continue };
             loop {
                 if let Ok(Some(status)) = child.try_wait() {
-                    return Err(format!(
-                        "{name} exited with {status}; see {}",
-                        self.file.data_dir.join(format!("{name}.log.txt")).display()
-                    ));
+                    let log = self.file.data_dir.join(format!("{name}.log.txt"));
+                    return Err(format!("{name} exited with {status}; {}", log_tail(&log, 5)));
                 }
                 if ordo_net::metrics::fetch(address, "/status", Duration::from_millis(200)).is_some() {
                     break;
@@ -359,6 +371,11 @@ pub fn run(command: ClusterCommand) -> ExitCode {
     if let Err(error) = prepare_data_dir(&data_dir, args.wipe_data_dir, &args.protocol) {
         eprintln!("error: {error}");
         return ExitCode::from(2);
+    }
+    println!("data directory: {}", data_dir.display());
+    if args.replicas < 3 {
+        let count = if args.replicas == 1 { "1 replica tolerates" } else { "2 replicas tolerate" };
+        eprintln!("warning: {count} no replica failure; 3 tolerate one");
     }
     // SAFETY: the handler only stores to an atomic.
     unsafe {

@@ -225,3 +225,52 @@ fn cluster_up_refuses_a_data_dir_with_an_earlier_clusters_files() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn cluster_up_refuses_ports_that_would_wrap_or_need_root() {
+    // Goal: a port range past 65535 used to wrap to port 0 and the privileged ports, and the
+    // cluster said it was up while every write timed out. Method: bases that run past 65535 or
+    // lie below 1024, and a Redis port among the nodes' ports, must exit 2 at once with a
+    // message naming the option.
+    for (args, expected) in [
+        (vec!["--port-base", "65530", "--redis-port", "29599"], "past 65535"),
+        (vec!["--port-base", "80", "--redis-port", "29599"], "below 1024"),
+        (vec!["--port-base", "29600", "--redis-port", "29601"], "among the nodes' ports"),
+    ] {
+        let mut all = vec!["cluster", "up", "--protocol", "multipaxos", "--status-every", "0"];
+        all.extend(args.iter().copied());
+        let output = ordo(&all);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn cluster_up_says_why_a_node_could_not_start() {
+    // Goal: when a node cannot start (here, its UDP port is taken), `cluster up` fails with the
+    // node's own reason in its output, not only a pointer to a log file. Method: hold r2's port,
+    // start a cluster; it must exit non-zero within 30 s with the bind error in its stderr.
+    let _taken = std::net::UdpSocket::bind("127.0.0.1:29701").expect("port 29701 free for the test");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ordo"))
+        .args(["cluster", "up", "--protocol", "multipaxos", "--port-base", "29700", "--redis-port", "29699"])
+        .args(["--status-every", "0"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("ordo runs");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while child.try_wait().expect("wait").is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("cluster up came up with a node's port taken");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let output = child.wait_with_output().expect("output");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("r2 exited"), "names the node: {stderr}");
+    assert!(stderr.contains("Address already in use"), "gives the reason: {stderr}");
+}

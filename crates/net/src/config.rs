@@ -317,9 +317,47 @@ impl ClusterFile {
         Ok(Placement { topology, entry_of })
     }
 
+    /// Checks the ports a local cluster of `nodes` nodes would use: UDP ports from `port_base`,
+    /// metrics ports from `port_base + 1000`, and the Redis port. Refuses ports below 1024 (they
+    /// need root, and a node that cannot bind exits), ranges that run past 65535 (they would wrap
+    /// to port 0 and the privileged ports), and a Redis port inside either range.
+    pub fn check_local_ports(port_base: u16, nodes: usize, redis_port: Option<u16>) -> Result<(), String> {
+        const METRICS_OFFSET: u32 = 1000;
+        if nodes as u32 > METRICS_OFFSET {
+            return Err(format!("{nodes} nodes: a local cluster has at most {METRICS_OFFSET}"));
+        }
+        if port_base < 1024 {
+            return Err(format!("--port-base {port_base}: ports below 1024 need root; choose 1024 or above"));
+        }
+        let last = u32::from(port_base) + METRICS_OFFSET + nodes as u32 - 1;
+        if last > u32::from(u16::MAX) {
+            let highest = u32::from(u16::MAX) + 1 - METRICS_OFFSET - nodes as u32;
+            return Err(format!(
+                "--port-base {port_base}: {nodes} nodes use UDP ports {port_base}.. and metrics ports {}..{last}, \
+                 past 65535; choose a base of at most {highest}",
+                u32::from(port_base) + METRICS_OFFSET
+            ));
+        }
+        if let Some(redis) = redis_port {
+            let base = u32::from(port_base);
+            let inside = |start: u32| (start..start + nodes as u32).contains(&u32::from(redis));
+            if redis < 1024 {
+                return Err(format!("--redis-port {redis}: ports below 1024 need root; choose 1024 or above"));
+            }
+            if inside(base) || inside(base + METRICS_OFFSET) {
+                return Err(format!(
+                    "--redis-port {redis} lies among the nodes' ports (from {port_base} and {})",
+                    base + 1000
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// A local cluster on 127.0.0.1: `replicas` replicas, the protocol's extra roles, and one
     /// gateway with `clients` client nodes. Ports count up from `port_base` (UDP) and
-    /// `port_base + 1000` (metrics); the gateway's Redis port is `redis_port`, if any.
+    /// `port_base + 1000` (metrics); the gateway's Redis port is `redis_port`, if any. The ports
+    /// must pass [`ClusterFile::check_local_ports`].
     pub fn local<P: Protocol>(
         config: &P::Config,
         options: toml::Table,
