@@ -40,7 +40,7 @@ pub fn run(args: &CheckArgs) -> ExitCode {
         CheckOptions { configurations_max: args.configurations_max, explored_per_step_max: args.explored_max };
     match check_linearizable_with(&events, &options) {
         Ok(stats) => {
-            println!("linearizable: {} events ({stats:?})", events.len());
+            println!("linearizable: {} events, {stats}", events.len());
             ExitCode::SUCCESS
         }
         Err(violation @ Violation::TooComplex { .. }) => {

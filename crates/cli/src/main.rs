@@ -1,5 +1,6 @@
 //! The `ordo` command: list protocols, run simulations (one seed or a seed search), check
 //! histories, run nodes and local clusters behind a Redis gateway, and benchmark them.
+
 mod bench_command;
 mod check_command;
 mod cluster_command;

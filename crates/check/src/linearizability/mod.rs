@@ -79,6 +79,21 @@ pub struct CheckStats {
     pub configurations_peak: usize,
 }
 
+impl std::fmt::Display for CheckStats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} operations on {} keys: {} ok, {} failed, {} of unknown outcome; at most {} candidate states for a key",
+            self.operations,
+            self.keys,
+            self.operations_ok,
+            self.operations_failed,
+            self.operations_indeterminate,
+            self.configurations_peak
+        )
+    }
+}
+
 /// Why a history is not accepted.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Violation {
