@@ -275,12 +275,17 @@ fn describe(status: &serde_json::Value) -> String {
         );
     }
     let node = &status["nodes"][0];
+    let stats = &node["stats"];
+    let (fast, slow) = (stats["fast_path_commits"].as_u64(), stats["slow_path_commits"].as_u64());
+    // Only protocols with a commit path count commits; for the others the counts say nothing.
+    let commits = match (fast, slow) {
+        (Some(fast), Some(slow)) if fast + slow > 0 => format!(" commits fast/slow {fast}/{slow}"),
+        _ => String::new(),
+    };
     format!(
-        "{} | executed {} commits fast/slow {}/{} | msgs in/out {}/{}",
+        "{} | executed {}{commits} | msgs in/out {}/{}",
         node["status"].as_str().unwrap_or("?"),
-        node["stats"]["executed"],
-        node["stats"]["fast_path_commits"],
-        node["stats"]["slow_path_commits"],
+        stats["executed"],
         transport["messages_received"],
         transport["messages_sent"]
     )
