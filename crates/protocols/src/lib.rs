@@ -8,6 +8,7 @@
 
 #[cfg(any(test, feature = "canary"))]
 pub mod canary;
+pub mod chora;
 pub mod client_pipeline;
 pub mod client_table;
 pub mod executor;
@@ -84,6 +85,7 @@ registry! {
     nezha::Nezha => canary: false,
     tempo::Tempo => canary: false,
     nopaxos::NoPaxos => canary: false,
+    chora::Chora => canary: false,
     #[cfg(feature = "canary")]
     multipaxos::MultiPaxosEarlyReply => canary: true,
     #[cfg(feature = "canary")]
@@ -98,4 +100,6 @@ registry! {
     tempo::TempoMinorityStability => canary: true,
     #[cfg(feature = "canary")]
     nopaxos::NoPaxosRequestOverNoOp => canary: true,
+    #[cfg(feature = "canary")]
+    chora::ChoraCommitBelowQuorum => canary: true,
 }
