@@ -157,7 +157,9 @@ impl ChoraChecker {
                 }
                 let earlier = *self.executed.entry(*slot).or_insert(*digest);
                 if earlier != *digest {
-                    return Err(format!("agreement: {node} executed slot {slot} with results {digest:#x}, others {earlier:#x}"));
+                    return Err(format!(
+                        "agreement: {node} executed slot {slot} with results {digest:#x}, others {earlier:#x}"
+                    ));
                 }
             }
             Observation::Vote { view, voter, candidate } => {
@@ -233,13 +235,8 @@ mod tests {
         assert!(checker.check(NodeId(0), &vote(0, 0)).is_ok());
         assert!(checker.check(NodeId(1), &vote(1, 0)).is_ok());
         assert!(checker.check(NodeId(1), &vote(1, 2)).unwrap_err().starts_with("election safety"));
-        let initiator = |rank| Observation::Initiator {
-            view: 3,
-            rank,
-            last_commit: 0,
-            last_append: 0,
-            entries: Vec::new(),
-        };
+        let initiator =
+            |rank| Observation::Initiator { view: 3, rank, last_commit: 0, last_append: 0, entries: Vec::new() };
         assert!(checker.check(NodeId(0), &initiator(0)).is_ok());
         assert!(checker.check(NodeId(2), &initiator(2)).unwrap_err().starts_with("election safety"));
         let proposed = |value| Observation::Proposed { slot: 7, view: 3, value, owner: 1 };
@@ -253,13 +250,8 @@ mod tests {
         // log stops at 4, and one holding another value at 5.
         let mut checker = ChoraChecker::new();
         assert!(checker.check(NodeId(0), &Observation::Committed { slot: 5, value: request(1) }).is_ok());
-        let initiator = |view, last_append, entries| Observation::Initiator {
-            view,
-            rank: 1,
-            last_commit: 3,
-            last_append,
-            entries,
-        };
+        let initiator =
+            |view, last_append, entries| Observation::Initiator { view, rank: 1, last_commit: 3, last_append, entries };
         let short = checker.check(NodeId(1), &initiator(1, 4, vec![(4, ValueId::NoOp)]));
         assert!(short.unwrap_err().starts_with("initiator completeness"));
         let other = checker.check(NodeId(1), &initiator(2, 5, vec![(4, ValueId::NoOp), (5, ValueId::NoOp)]));

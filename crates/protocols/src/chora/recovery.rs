@@ -110,6 +110,33 @@ impl Replica {
         }
     }
 
+    /// Repair made progress: ask for the next stretch at once rather than at the next
+    /// coordination timeout, so a long unverified suffix is repaired at one stretch per round
+    /// trip; and count it as progress, so the view-change timeout does not cut it short.
+    pub(super) fn continue_repair(&mut self, now: u64, ack_before: u64) {
+        let Some(schedule) = &self.vs.schedule else { return };
+        let last_ack = self.acks.last_ack;
+        if last_ack <= ack_before || self.repair.nack.is_some() {
+            return;
+        }
+        let recover_max = self.config.recover_max as u64;
+        if last_ack < schedule.base {
+            self.vs.progress_ns = now;
+            let until = (schedule.base - 1).min(last_ack + recover_max);
+            if until > last_ack {
+                self.repair.nack = Some((last_ack + 1, until));
+            }
+            return;
+        }
+        // A replica more than a few rounds behind the latest proposal (back from a partition,
+        // or after losses) catches up the same way; one within them is merely in the pipeline.
+        let lag_slots = 4 * schedule.proposers.len() as u64;
+        let latest = self.proposing.latest_proposed;
+        if latest > last_ack + lag_slots {
+            self.repair.nack = Some((last_ack + 1, latest.min(last_ack + recover_max)));
+        }
+    }
+
     /// An entry of an earlier view, sent again during repair: appended only right after our
     /// verified prefix, and it replaces an entry of another view (§6.5).
     pub(super) fn on_old_entry(&mut self, schedule: &Schedule, slot: u64, entry: Entry) -> Result<(), Dropped> {

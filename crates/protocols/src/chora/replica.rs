@@ -542,6 +542,7 @@ impl Replica {
             self.vs.announced_base = Some(pulse.base);
         }
         self.acks.acked[rank] = self.acks.acked[rank].max(pulse.ack);
+        let ack_before = self.acks.last_ack;
         if let Some((slot, entry)) = pulse.proposal {
             self.on_entry(rank, slot, entry, true, out);
         }
@@ -557,6 +558,7 @@ impl Replica {
         if let Some((start, until)) = pulse.nack {
             self.on_nack(start, until);
         }
+        self.continue_repair(now, ack_before);
         self.after_progress(now, out);
         Ok(())
     }

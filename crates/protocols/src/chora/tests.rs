@@ -125,12 +125,14 @@ fn a_proposal_dropped_on_one_link_is_nacked_and_recovered() {
     assert_eq!(client, NodeId(4));
     let op = cluster.submit(client, Command::set("a", "1"));
     // Let the round go by until replica 1's pulse with the proposal is in the network.
-    assert!(cluster.run_until(5 * MS, |c| c.pending().any(|e| e.from == r1 && e.to == r2 && is_pulse_with_proposal(e))));
+    assert!(
+        cluster.run_until(5 * MS, |c| c.pending().any(|e| e.from == r1 && e.to == r2 && is_pulse_with_proposal(e)))
+    );
     let dropped = cluster.drop_where(|e| e.from == r1 && e.to == r2 && is_pulse_with_proposal(e));
     assert_eq!(dropped, 1);
     assert!(cluster.run_until(50 * MS, |c| c.result(op).is_some()));
     let client = cluster.client(0);
-        run_writes(&mut cluster, client, 3);
+    run_writes(&mut cluster, client, 3);
     cluster.run_for(5 * MS);
     assert!(event(&cluster, r2, "coordination_nack") + event(&cluster, r2, "nack") > 0, "replica 2 nacked");
     assert!(event(&cluster, r1, "recover") > 0, "replica 1 recovered its proposal");
@@ -195,7 +197,9 @@ fn a_crashed_proposer_is_removed_by_a_view_change() {
     let r0 = replica(&cluster, 0);
     assert!(r0.view() > 0, "a view change happened");
     assert_eq!(r0.schedule().unwrap().proposers, vec![0, 1], "replica 2 was left out");
-    assert!(event(&cluster, cluster.replica(0), "view_change") + event(&cluster, cluster.replica(1), "view_change") > 0);
+    assert!(
+        event(&cluster, cluster.replica(0), "view_change") + event(&cluster, cluster.replica(1), "view_change") > 0
+    );
 }
 
 #[test]
@@ -308,7 +312,7 @@ fn mixed_modes_interoperate() {
     // messages of either mode are processed and progress continues.
     let mut cluster = cluster(3, 3, Config::default());
     let client = cluster.client(0);
-        run_writes(&mut cluster, client, 3);
+    run_writes(&mut cluster, client, 3);
     let r1 = cluster.replica(1);
     let mut scratch = Outbox::<Chora>::default();
     cluster.node_as_mut::<Replica>(r1).set_responsive(true, &mut scratch);

@@ -175,7 +175,12 @@ impl Replica {
             entries,
         });
         let entry = Entry { view: self.vs.view, value: Value::ViewInit { proposers: proposers.clone() } };
-        out.observe(Observation::Proposed { slot: base, view: self.vs.view, value: entry.value_id(), owner: self.rank });
+        out.observe(Observation::Proposed {
+            slot: base,
+            view: self.vs.view,
+            value: entry.value_id(),
+            owner: self.rank,
+        });
         self.log.insert(base, entry);
         self.vs.schedule = Some(Schedule::new(base, proposers));
         self.acks.last_ack = base;
