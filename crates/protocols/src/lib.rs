@@ -12,6 +12,7 @@ pub mod chora;
 pub mod client_pipeline;
 pub mod client_table;
 pub mod executor;
+pub mod mencius;
 pub mod multipaxos;
 pub mod nezha;
 pub mod nopaxos;
@@ -86,6 +87,7 @@ registry! {
     tempo::Tempo => canary: false,
     nopaxos::NoPaxos => canary: false,
     chora::Chora => canary: false,
+    mencius::Mencius => canary: false,
     #[cfg(feature = "canary")]
     multipaxos::MultiPaxosEarlyReply => canary: true,
     #[cfg(feature = "canary")]
@@ -102,4 +104,6 @@ registry! {
     nopaxos::NoPaxosRequestOverNoOp => canary: true,
     #[cfg(feature = "canary")]
     chora::ChoraCommitBelowQuorum => canary: true,
+    #[cfg(feature = "canary")]
+    mencius::MenciusLearnBelowQuorum => canary: true,
 }
