@@ -1,4 +1,4 @@
-//! Chora in the simulator: its canary is caught, responsive mode and adaptive switching
+//! Chora in the simulator: its canary (and Mencius') is caught, responsive mode and adaptive switching
 //! survive random faults, and a jittery network makes adaptive replicas switch modes.
 
 use ordo_core::Protocol;
@@ -29,10 +29,6 @@ fn fault_config(seed: u64, options: &[(&str, toml::Value)]) -> SimConfig {
     }
 }
 
-fn events(report: &SimReport, name: &str) -> u64 {
-    report.nodes.iter().map(|node| node.events.get(name).copied().unwrap_or(0)).sum()
-}
-
 #[test]
 fn committing_one_ack_short_of_a_quorum_is_caught() {
     // Goal: the harness can fail for Chora. Method: the canary commits at the (q-1)-th highest
@@ -43,6 +39,11 @@ fn committing_one_ack_short_of_a_quorum_is_caught() {
     });
     let (seed, violation) = caught.expect("the canary survived 100 seeds");
     eprintln!("chora canary caught at seed {seed}: {violation}");
+    let mencius = (1..=100).find(|&seed| {
+        let report = with_protocol("mencius-canary-learn-below-quorum", Run(fault_config(seed, &[]))).unwrap();
+        report.violation().is_some_and(|v| !matches!(v, Violation::Inconclusive(_)))
+    });
+    assert!(mencius.is_some(), "the Mencius canary survived 100 seeds");
 }
 
 #[test]

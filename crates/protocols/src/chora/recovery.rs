@@ -25,6 +25,8 @@ pub struct Repair {
     pub pending_observations: Vec<Observation>,
     /// `last-commit` when the coordination timer last fired.
     pub commit_at_last_check: u64,
+    /// Responsive mode: the next pulse carries our view-init again.
+    pub resend_view_init: bool,
 }
 
 impl Repair {
@@ -78,6 +80,7 @@ impl Replica {
     /// gaps we see and send our own uncommitted proposals again.
     pub(super) fn on_coordination(&mut self, _now: u64) {
         let last_commit = self.acks.last_commit;
+        self.repair.resend_view_init = !self.vs.view_init_committed;
         if last_commit != self.repair.commit_at_last_check {
             self.repair.commit_at_last_check = last_commit;
             return;

@@ -347,8 +347,11 @@ impl Replica {
             nack: self.repair.nack.take(),
             recovers: std::mem::take(&mut self.repair.recovers).into_iter().collect(),
         };
-        if self.vs.role == ViewRole::Initiator && !self.vs.view_init_committed {
+        let resend = !self.rounds.responsive || std::mem::take(&mut self.repair.resend_view_init);
+        if self.vs.role == ViewRole::Initiator && !self.vs.view_init_committed && resend {
             // The view-init goes out until it commits (§6.5): followers that missed it get it.
+            // Pulsing: in every round's pulse; responsive: when elected, then at each
+            // coordination timeout (every pulse would resend it after every input).
             let entry = self.log.get(schedule.base).expect("the initiator holds its view-init").clone();
             pulse.proposal = Some((schedule.base, entry));
         } else if let Some(next) = self.proposing.next_propose {

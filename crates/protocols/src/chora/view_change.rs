@@ -186,6 +186,7 @@ impl Replica {
         self.acks.last_ack = base;
         self.acks.acked[self.rank as usize] = base;
         self.proposing.latest_proposed = base;
+        self.repair.resend_view_init = true;
         self.after_progress(now, out);
     }
 

@@ -194,6 +194,10 @@ impl Replica {
         while !self.cmds.is_empty() && self.in_window(self.next_own) {
             let slot = self.next_own;
             self.next_own = self.next_owned(self.rank, slot);
+            if !self.may_accept(slot, Ballot { round: 0, rank: self.rank }) {
+                // We promised a revoker this slot of ours: it is being revoked, leave it.
+                continue;
+            }
             let take = self.cmds.len().min(self.config.batch_max);
             let value = Value::Requests(self.cmds.drain(..take).collect());
             let ballot = Ballot { round: 0, rank: self.rank };
@@ -255,26 +259,37 @@ impl Replica {
         }
         self.max_round = self.max_round.max(ballot.round);
         let mut slots = Vec::new();
+        let mut chosen = Vec::new();
         let mut highest = 0;
         for (slot, value) in entries {
             highest = highest.max(slot);
-            if slot <= self.executed {
-                // Chosen already: the proposer can only be proposing the chosen value.
-                slots.push(slot);
+            let learned = if slot <= self.executed {
+                self.chosen.get(&slot)
+            } else {
+                self.instances.get(&slot).and_then(|i| i.learned.as_ref())
+            };
+            if let Some(learned) = learned {
+                // Chosen already: acknowledge only the chosen value, and tell a proposer that
+                // suggests another (it lags, its slot was revoked) what was chosen.
+                if *learned == value {
+                    slots.push(slot);
+                } else if chosen.len() < ENTRIES_MAX {
+                    chosen.push((slot, learned.clone()));
+                }
                 continue;
             }
             if !self.in_window(slot) || !self.may_accept(slot, ballot) {
                 continue;
             }
-            let instance = self.instances.entry(slot).or_default();
-            if instance.learned.is_none() {
-                instance.accepted = Some((ballot, value));
-            }
+            self.instances.entry(slot).or_default().accepted = Some((ballot, value));
             slots.push(slot);
         }
         self.max_seen = self.max_seen.max(highest);
         if !slots.is_empty() {
             out.send(from, Message::Accepted { ballot, slots });
+        }
+        if !chosen.is_empty() {
+            out.send(from, Message::Learn { entries: chosen });
         }
         if ballot.round == 0 {
             // Mencius' rule: a proposal for a higher slot means we are behind; skip our slots
