@@ -105,5 +105,5 @@ registry! {
     #[cfg(feature = "canary")]
     chora::ChoraCommitBelowQuorum => canary: true,
     #[cfg(feature = "canary")]
-    mencius::MenciusLearnBelowQuorum => canary: true,
+    mencius::MenciusAckAnyChosen => canary: true,
 }

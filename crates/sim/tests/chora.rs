@@ -40,7 +40,7 @@ fn committing_one_ack_short_of_a_quorum_is_caught() {
     let (seed, violation) = caught.expect("the canary survived 100 seeds");
     eprintln!("chora canary caught at seed {seed}: {violation}");
     let mencius = (1..=100).find(|&seed| {
-        let report = with_protocol("mencius-canary-learn-below-quorum", Run(fault_config(seed, &[]))).unwrap();
+        let report = with_protocol("mencius-canary-ack-any-chosen", Run(fault_config(seed, &[]))).unwrap();
         report.violation().is_some_and(|v| !matches!(v, Violation::Inconclusive(_)))
     });
     assert!(mencius.is_some(), "the Mencius canary survived 100 seeds");

@@ -1,8 +1,12 @@
 //! A deliberately broken variant of Mencius: the negative control for the fuzz harness.
 //!
-//! - `MenciusLearnBelowQuorum`: a proposer learns a value with f acknowledgements (its own,
-//!   with three replicas) instead of f + 1. A revocation whose quorum misses the one replica
-//!   that accepted it then chooses a no-op there, and the global checker sees two values.
+//! - `MenciusAckAnyChosen`: an acceptor that already knows a slot's chosen value
+//!   acknowledges a proposal of another value there. An owner that lagged behind the
+//!   revocation of its slot then gathers f + 1 acknowledgements for its request where a no-op
+//!   was chosen, and the global checker sees two values. (This was a real bug of the first
+//!   version, caught at seed 1. A first canary, learning with f acknowledgements, survived 100
+//!   random-fault seeds with three replicas: it needs the owner to crash or be cut off between
+//!   its own acceptance and any other's, a window too narrow for the random plans.)
 
 use super::messages::Message;
 use super::{Config, Durable, Flaw, Mencius, Timer, new_node_with};
@@ -10,12 +14,12 @@ use crate::canary::{Retyped, real_context};
 use crate::chora::checker::{ChoraChecker, Observation};
 use ordo_core::{CrashModel, GlobalChecker, Node, NodeContext, Protocol};
 
-/// Mencius learning one acknowledgement short of a quorum (broken on purpose).
-pub struct MenciusLearnBelowQuorum;
+/// Mencius acknowledging any value at a chosen slot (broken on purpose).
+pub struct MenciusAckAnyChosen;
 
-impl Protocol for MenciusLearnBelowQuorum {
-    const NAME: &'static str = "mencius-canary-learn-below-quorum";
-    const SUMMARY: &'static str = "BROKEN on purpose: Mencius learning with f acknowledgements";
+impl Protocol for MenciusAckAnyChosen {
+    const NAME: &'static str = "mencius-canary-ack-any-chosen";
+    const SUMMARY: &'static str = "BROKEN on purpose: Mencius acknowledging any value at a chosen slot";
     type Message = Message;
     type Timer = Timer;
     type Durable = Durable;
@@ -39,6 +43,6 @@ impl Protocol for MenciusLearnBelowQuorum {
     }
 
     fn new_node(context: NodeContext<Self>, durable: Vec<Durable>) -> Box<dyn Node<Self>> {
-        Retyped::boxed(new_node_with(real_context::<Mencius, Self>(context), durable, Flaw::LearnBelowQuorum))
+        Retyped::boxed(new_node_with(real_context::<Mencius, Self>(context), durable, Flaw::AckAnyChosen))
     }
 }

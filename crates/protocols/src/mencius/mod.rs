@@ -37,7 +37,7 @@ pub mod replica;
 #[cfg(feature = "canary")]
 pub mod canary;
 #[cfg(feature = "canary")]
-pub use canary::MenciusLearnBelowQuorum;
+pub use canary::MenciusAckAnyChosen;
 
 #[cfg(test)]
 mod tests;
@@ -139,8 +139,8 @@ pub enum Durable {
 pub(crate) enum Flaw {
     /// The protocol as designed.
     None,
-    /// A value is learned with f acknowledgements instead of f + 1.
-    LearnBelowQuorum,
+    /// An acceptor acknowledges a proposal for a slot already chosen whatever its value.
+    AckAnyChosen,
 }
 
 impl Protocol for Mencius {

@@ -144,10 +144,7 @@ impl Replica {
     }
 
     fn learn_quorum(&self) -> usize {
-        match self.flaw {
-            Flaw::None => self.quorum,
-            Flaw::LearnBelowQuorum => (self.quorum - 1).max(1),
-        }
+        self.quorum
     }
 
     fn in_window(&self, slot: u64) -> bool {
@@ -271,7 +268,7 @@ impl Replica {
             if let Some(learned) = learned {
                 // Chosen already: acknowledge only the chosen value, and tell a proposer that
                 // suggests another (it lags, its slot was revoked) what was chosen.
-                if *learned == value {
+                if *learned == value || self.flaw == Flaw::AckAnyChosen {
                     slots.push(slot);
                 } else if chosen.len() < ENTRIES_MAX {
                     chosen.push((slot, learned.clone()));
