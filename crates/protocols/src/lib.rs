@@ -8,9 +8,11 @@
 
 #[cfg(any(test, feature = "canary"))]
 pub mod canary;
+pub mod chora;
 pub mod client_pipeline;
 pub mod client_table;
 pub mod executor;
+pub mod mencius;
 pub mod multipaxos;
 pub mod nezha;
 pub mod nopaxos;
@@ -84,6 +86,8 @@ registry! {
     nezha::Nezha => canary: false,
     tempo::Tempo => canary: false,
     nopaxos::NoPaxos => canary: false,
+    chora::Chora => canary: false,
+    mencius::Mencius => canary: false,
     #[cfg(feature = "canary")]
     multipaxos::MultiPaxosEarlyReply => canary: true,
     #[cfg(feature = "canary")]
@@ -98,4 +102,8 @@ registry! {
     tempo::TempoMinorityStability => canary: true,
     #[cfg(feature = "canary")]
     nopaxos::NoPaxosRequestOverNoOp => canary: true,
+    #[cfg(feature = "canary")]
+    chora::ChoraCommitBelowQuorum => canary: true,
+    #[cfg(feature = "canary")]
+    mencius::MenciusAckAnyChosen => canary: true,
 }

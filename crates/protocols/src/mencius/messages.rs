@@ -1,0 +1,102 @@
+//! Every message of Mencius (Mao, Junqueira, Marzullo, OSDI 2008): coordinated Paxos per slot,
+//! with slot `s` coordinated by replica `(s − 1) mod N`.
+
+use crate::chora::messages::{Request, ValueId};
+use ordo_core::{CommandResult, RequestId};
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+/// A Paxos ballot: (round, rank). Round 0 belongs to the slot's coordinator (its owner).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Ballot {
+    /// Higher rounds win.
+    pub round: u64,
+    /// The proposer's rank (breaks ties, makes ballots unique).
+    pub rank: u32,
+}
+
+/// What a slot holds.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Value {
+    /// Client requests (one unless batching is on).
+    Requests(Vec<Arc<Request>>),
+    /// A no-op: a skipped or revoked slot.
+    NoOp,
+}
+
+impl Value {
+    /// The identity of the value, for the checker.
+    pub fn value_id(&self) -> ValueId {
+        match self {
+            Value::Requests(requests) => ValueId::Requests(requests.iter().map(|r| r.id).collect()),
+            Value::NoOp => ValueId::NoOp,
+        }
+    }
+}
+
+/// Every message of Mencius.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Message {
+    /// Client → any replica.
+    Request(Arc<Request>),
+    /// The replica that received the request → its client, after execution.
+    Reply {
+        /// The request.
+        id: RequestId,
+        /// Its result.
+        result: CommandResult,
+    },
+    /// Phase 2a: accept these values at `ballot` (the owner's suggestion at round 0, or a
+    /// revoker's proposals).
+    Propose {
+        /// The ballot.
+        ballot: Ballot,
+        /// Slots and values, ascending.
+        entries: Vec<(u64, Value)>,
+    },
+    /// Phase 2b: the sender accepted these slots at `ballot` (per-slot acknowledgements).
+    Accepted {
+        /// The ballot.
+        ballot: Ballot,
+        /// The slots.
+        slots: Vec<u64>,
+    },
+    /// The owner gives up its slots in `from..=until`: they are no-ops (Mencius' skip, learned
+    /// at once since only the owner may suggest anything but a no-op).
+    Skip {
+        /// First slot (owned by the sender).
+        from: u64,
+        /// Last slot.
+        until: u64,
+    },
+    /// These values are chosen.
+    Learn {
+        /// Slots and values.
+        entries: Vec<(u64, Value)>,
+    },
+    /// A replica misses the chosen values of `from..=until`.
+    Query {
+        /// First slot.
+        from: u64,
+        /// Last slot.
+        until: u64,
+    },
+    /// Phase 1a of a revocation: promise `ballot` for `owner`'s slots from `from` on.
+    Prepare {
+        /// The ballot.
+        ballot: Ballot,
+        /// The suspected owner's rank.
+        owner: u32,
+        /// First slot revoked.
+        from: u64,
+        /// Last slot revoked.
+        until: u64,
+    },
+    /// Phase 1b: what the sender accepted (or learned) in the revoked range.
+    Promise {
+        /// The ballot promised.
+        ballot: Ballot,
+        /// Accepted (slot, ballot, value) in the range; chosen values at the highest ballot.
+        accepted: Vec<(u64, Ballot, Value)>,
+    },
+}

@@ -1,0 +1,753 @@
+//! The Mencius replica: proposing in its own slots, accepting, learning, skipping, executing in
+//! slot order, and revoking a silent owner's slots.
+
+use super::messages::{Ballot, Message, Value};
+use super::{Config, Durable, Flaw, Mencius, Timer};
+use crate::chora::checker::Observation;
+use crate::chora::messages::Request;
+use crate::client_table::{ClientTable, Lookup};
+use crate::multipaxos::checker::execution_digest;
+use ordo_core::{
+    ClockReading, CommandResult, Destinations, Node, NodeContext, NodeId, NodeStats, Outbox, PersistMode,
+    PersistTicket, RequestId, StateMachine,
+};
+use rand::{RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::Arc;
+
+/// Most requests a replica remembers having received from clients (to reply to them).
+pub const WAITING_MAX: usize = 100_000;
+/// Most entries in one `Propose`, `Learn` or answer to a `Query`.
+pub const ENTRIES_MAX: usize = 512;
+/// The highest ballot: what a promise reports for a value already chosen.
+const CHOSEN: Ballot = Ballot { round: u64::MAX, rank: u32::MAX };
+
+/// One slot's Paxos state.
+#[derive(Clone, Debug, Default)]
+pub struct Instance {
+    /// The value accepted, with its ballot.
+    pub accepted: Option<(Ballot, Value)>,
+    /// The value chosen.
+    pub learned: Option<Value>,
+    /// Ranks that accepted our proposal (when we proposed at `accepted`'s ballot).
+    pub accepts: BTreeSet<u32>,
+}
+
+/// A revocation in phase 1.
+#[derive(Clone, Debug)]
+pub struct Revocation {
+    ballot: Ballot,
+    owner: u32,
+    from: u64,
+    until: u64,
+    started_ns: u64,
+    promises: BTreeMap<u32, Vec<(u64, Ballot, Value)>>,
+}
+
+/// A Mencius replica.
+pub struct Replica {
+    rank: u32,
+    n: u64,
+    quorum: usize,
+    config: Config,
+    flaw: Flaw,
+    replicas: Destinations,
+    others: Destinations,
+    rng: ChaCha8Rng,
+    running: bool,
+    retired: bool,
+    instances: BTreeMap<u64, Instance>,
+    /// Executed slots' values, the newest `log_keep`.
+    chosen: BTreeMap<u64, Value>,
+    next_own: u64,
+    max_seen: u64,
+    cmds: VecDeque<Arc<Request>>,
+    /// Per owner: a promise of `ballot` for its slots in `from..=until`.
+    promises: Vec<(Ballot, u64, u64)>,
+    max_round: u64,
+    revocation: Option<Revocation>,
+    state_machine: Box<dyn StateMachine>,
+    table: ClientTable,
+    executed: u64,
+    ops: u64,
+    waiting: BTreeMap<RequestId, NodeId>,
+    stalled_at: u64,
+    stalled_since_ns: u64,
+    stall_timeout_ns: u64,
+    launch: Option<PersistTicket>,
+    stats: NodeStats,
+}
+
+impl Replica {
+    /// A replica, fresh or restarted (it retires).
+    pub(crate) fn new(context: NodeContext<Mencius>, durable: Vec<Durable>, flaw: Flaw) -> Self {
+        let replicas = context.topology.replicas().clone();
+        let others: Destinations = replicas.iter().copied().filter(|&r| r != context.id).collect();
+        let rank = context.topology.replica_rank(context.id).expect("a replica has a rank") as u32;
+        let config = context.config.clone();
+        let n = replicas.len() as u64;
+        Replica {
+            rank,
+            n,
+            quorum: replicas.len() / 2 + 1,
+            flaw,
+            rng: ChaCha8Rng::seed_from_u64(context.seed),
+            running: false,
+            retired: durable.contains(&Durable::Launched),
+            instances: BTreeMap::new(),
+            chosen: BTreeMap::new(),
+            next_own: u64::from(rank) + 1,
+            max_seen: 0,
+            cmds: VecDeque::new(),
+            promises: vec![(Ballot::default(), u64::MAX, 0); replicas.len()],
+            max_round: 0,
+            revocation: None,
+            state_machine: (context.new_state_machine)(),
+            table: ClientTable::new(config.client_table_max, config.client_window),
+            executed: 0,
+            ops: 0,
+            waiting: BTreeMap::new(),
+            stalled_at: 0,
+            stalled_since_ns: 0,
+            stall_timeout_ns: config.revoke_timeout_ns,
+            launch: None,
+            stats: NodeStats::default(),
+            replicas,
+            others,
+            config,
+        }
+    }
+
+    /// The owner (rank) of `slot`.
+    pub fn owner(&self, slot: u64) -> u32 {
+        assert!(slot > 0, "slots start at 1");
+        ((slot - 1) % self.n) as u32
+    }
+
+    /// The first slot above `after` owned by `rank`.
+    fn next_owned(&self, rank: u32, after: u64) -> u64 {
+        let first = u64::from(rank) + 1;
+        if after < first {
+            return first;
+        }
+        first + ((after - first) / self.n + 1) * self.n
+    }
+
+    /// The last slot executed.
+    pub fn executed(&self) -> u64 {
+        self.executed
+    }
+
+    fn rank_of(&self, node: NodeId) -> Option<u32> {
+        self.replicas.iter().position(|&r| r == node).map(|r| r as u32)
+    }
+
+    fn learn_quorum(&self) -> usize {
+        self.quorum
+    }
+
+    fn in_window(&self, slot: u64) -> bool {
+        slot > self.executed && slot <= self.executed + self.config.window_max
+    }
+
+    // ---- clients ---------------------------------------------------------------------------
+
+    fn on_request(
+        &mut self,
+        from: NodeId,
+        request: Arc<Request>,
+        out: &mut Outbox<Mencius>,
+    ) -> Result<(), &'static str> {
+        if self.rank_of(from).is_some() {
+            return Err("request from a replica");
+        }
+        match self.table.lookup(request.id, request.acked_below) {
+            Lookup::Executed(result) => {
+                out.send(from, Message::Reply { id: request.id, result: result.clone() });
+                return Ok(());
+            }
+            Lookup::Old => return Err("request below the client's mark"),
+            Lookup::BeyondWindow => return Err("request beyond the client's window"),
+            Lookup::New => {}
+        }
+        if self.waiting.len() >= WAITING_MAX && !self.waiting.contains_key(&request.id) {
+            return Err("too many requests waiting");
+        }
+        if self.cmds.iter().any(|queued| queued.id == request.id) {
+            return Err("request queued already");
+        }
+        if self.cmds.len() >= self.config.cmds_max {
+            return Err("command buffer full");
+        }
+        self.waiting.insert(request.id, from);
+        self.cmds.push_back(request);
+        self.propose_commands(out);
+        Ok(())
+    }
+
+    /// Suggests buffered commands in our next slots (round 0: we coordinate them).
+    fn propose_commands(&mut self, out: &mut Outbox<Mencius>) {
+        while !self.cmds.is_empty() && self.in_window(self.next_own) {
+            let slot = self.next_own;
+            self.next_own = self.next_owned(self.rank, slot);
+            if !self.may_accept(slot, Ballot { round: 0, rank: self.rank }) {
+                // We promised a revoker this slot of ours: it is being revoked, leave it.
+                continue;
+            }
+            let take = self.cmds.len().min(self.config.batch_max);
+            let value = Value::Requests(self.cmds.drain(..take).collect());
+            let ballot = Ballot { round: 0, rank: self.rank };
+            self.propose(ballot, vec![(slot, value)], out);
+        }
+    }
+
+    /// Phase 2a at `ballot`: we accept our own proposals and ask the others.
+    fn propose(&mut self, ballot: Ballot, entries: Vec<(u64, Value)>, out: &mut Outbox<Mencius>) {
+        for (slot, value) in &entries {
+            assert!(self.may_accept(*slot, ballot), "we propose only where we may accept");
+            out.observe(Observation::Proposed {
+                slot: *slot,
+                view: ballot_view(ballot),
+                value: value.value_id(),
+                owner: ballot.rank,
+            });
+            let instance = self.instances.entry(*slot).or_default();
+            instance.accepted = Some((ballot, value.clone()));
+            instance.accepts = BTreeSet::from([self.rank]);
+            self.max_seen = self.max_seen.max(*slot);
+        }
+        let learned: Vec<(u64, Value)> = if self.quorum <= 1 { entries.clone() } else { Vec::new() };
+        for chunk in entries.chunks(ENTRIES_MAX) {
+            out.multicast(&self.others, Message::Propose { ballot, entries: chunk.to_vec() });
+        }
+        if !learned.is_empty() {
+            self.learn_all(learned, out);
+        }
+    }
+
+    fn may_accept(&self, slot: u64, ballot: Ballot) -> bool {
+        let (promised, from, until) = self.promises[self.owner(slot) as usize];
+        if slot >= from && slot <= until && ballot < promised {
+            return false;
+        }
+        let accepted = self.instances.get(&slot).and_then(|i| i.accepted.as_ref()).map(|(b, _)| *b);
+        accepted.is_none_or(|b| ballot >= b)
+    }
+
+    // ---- acceptor ----------------------------------------------------------------------------
+
+    fn on_propose(
+        &mut self,
+        from: NodeId,
+        ballot: Ballot,
+        entries: Vec<(u64, Value)>,
+        out: &mut Outbox<Mencius>,
+    ) -> Result<(), &'static str> {
+        let rank = self.rank_of(from).ok_or("propose not from a replica")?;
+        if ballot.rank != rank || entries.is_empty() || entries.len() > ENTRIES_MAX {
+            return Err("malformed propose");
+        }
+        if ballot.round == 0 && entries.iter().any(|(slot, _)| *slot == 0 || self.owner(*slot) != rank) {
+            return Err("round-0 proposal outside its sender's slots");
+        }
+        if entries.iter().any(|(slot, _)| *slot == 0) {
+            return Err("slot 0 does not exist");
+        }
+        self.max_round = self.max_round.max(ballot.round);
+        let mut slots = Vec::new();
+        let mut chosen = Vec::new();
+        let mut highest = 0;
+        for (slot, value) in entries {
+            highest = highest.max(slot);
+            let learned = if slot <= self.executed {
+                self.chosen.get(&slot)
+            } else {
+                self.instances.get(&slot).and_then(|i| i.learned.as_ref())
+            };
+            if let Some(learned) = learned {
+                // Chosen already: acknowledge only the chosen value, and tell a proposer that
+                // suggests another (it lags, its slot was revoked) what was chosen.
+                if *learned == value || self.flaw == Flaw::AckAnyChosen {
+                    slots.push(slot);
+                } else if chosen.len() < ENTRIES_MAX {
+                    chosen.push((slot, learned.clone()));
+                }
+                continue;
+            }
+            if !self.in_window(slot) || !self.may_accept(slot, ballot) {
+                continue;
+            }
+            self.instances.entry(slot).or_default().accepted = Some((ballot, value));
+            slots.push(slot);
+        }
+        self.max_seen = self.max_seen.max(highest);
+        if !slots.is_empty() {
+            out.send(from, Message::Accepted { ballot, slots });
+        }
+        if !chosen.is_empty() {
+            out.send(from, Message::Learn { entries: chosen });
+        }
+        if ballot.round == 0 {
+            // Mencius' rule: a proposal for a higher slot means we are behind; skip our slots
+            // below it so that we never hold it back.
+            self.skip_below(highest, out);
+        }
+        self.execute(out);
+        Ok(())
+    }
+
+    /// Gives up (as no-ops) our unused slots below `slot`.
+    fn skip_below(&mut self, slot: u64, out: &mut Outbox<Mencius>) {
+        if self.next_own >= slot || !self.cmds.is_empty() {
+            return;
+        }
+        let from = self.next_own;
+        let mut own = from;
+        while own < slot {
+            if own > self.executed {
+                self.instances.entry(own).or_default().learned.get_or_insert(Value::NoOp);
+            }
+            own = self.next_owned(self.rank, own);
+        }
+        self.next_own = own;
+        self.stats.count("skip");
+        out.multicast(&self.others, Message::Skip { from, until: slot - 1 });
+    }
+
+    fn on_accepted(
+        &mut self,
+        from: NodeId,
+        ballot: Ballot,
+        slots: Vec<u64>,
+        out: &mut Outbox<Mencius>,
+    ) -> Result<(), &'static str> {
+        let rank = self.rank_of(from).ok_or("accepted not from a replica")?;
+        if ballot.rank != self.rank {
+            return Err("accepted for another proposer's ballot");
+        }
+        let needed = self.learn_quorum();
+        let mut learned = Vec::new();
+        for slot in slots {
+            let Some(instance) = self.instances.get_mut(&slot) else { continue };
+            let Some((accepted, value)) = &instance.accepted else { continue };
+            if *accepted != ballot || instance.learned.is_some() {
+                continue;
+            }
+            instance.accepts.insert(rank);
+            if instance.accepts.len() >= needed {
+                learned.push((slot, value.clone()));
+            }
+        }
+        if !learned.is_empty() {
+            for chunk in learned.chunks(ENTRIES_MAX) {
+                out.multicast(&self.others, Message::Learn { entries: chunk.to_vec() });
+            }
+            self.learn_all(learned, out);
+        }
+        Ok(())
+    }
+
+    fn on_skip(&mut self, from: NodeId, first: u64, until: u64, out: &mut Outbox<Mencius>) -> Result<(), &'static str> {
+        let rank = self.rank_of(from).ok_or("skip not from a replica")?;
+        if first == 0 || until < first || self.owner(first) != rank || until - first > self.config.window_max {
+            return Err("malformed skip");
+        }
+        // Only the owner may suggest anything but a no-op in its slots, so its skip is
+        // learned at once (Mencius' optimisation).
+        let mut slot = first;
+        while slot <= until {
+            if self.in_window(slot) {
+                let instance = self.instances.entry(slot).or_default();
+                if instance.learned.is_none() {
+                    instance.learned = Some(Value::NoOp);
+                }
+            }
+            slot += self.n;
+        }
+        self.max_seen = self.max_seen.max(until);
+        self.execute(out);
+        Ok(())
+    }
+
+    fn on_learn(
+        &mut self,
+        from: NodeId,
+        entries: Vec<(u64, Value)>,
+        out: &mut Outbox<Mencius>,
+    ) -> Result<(), &'static str> {
+        self.rank_of(from).ok_or("learn not from a replica")?;
+        if entries.len() > ENTRIES_MAX || entries.iter().any(|(slot, _)| *slot == 0) {
+            return Err("malformed learn");
+        }
+        self.learn_all(entries, out);
+        Ok(())
+    }
+
+    /// Records chosen values; a revoked slot of ours moves our next slot past it, and gives
+    /// the requests we had suggested there back to the buffer.
+    fn learn_all(&mut self, entries: Vec<(u64, Value)>, out: &mut Outbox<Mencius>) {
+        let mut requeue = Vec::new();
+        for (slot, value) in entries {
+            self.max_seen = self.max_seen.max(slot);
+            if !self.in_window(slot) {
+                continue;
+            }
+            let ours = self.owner(slot) == self.rank;
+            let instance = self.instances.entry(slot).or_default();
+            if instance.learned.is_some() {
+                continue;
+            }
+            if ours
+                && let Some((ballot, Value::Requests(requests))) = &instance.accepted
+                && ballot.round == 0
+                && value != Value::Requests(requests.clone())
+            {
+                requeue.extend(requests.iter().cloned());
+            }
+            instance.learned = Some(value);
+            if ours && slot >= self.next_own {
+                self.next_own = self.next_owned(self.rank, slot);
+            }
+        }
+        for request in requeue.into_iter().rev() {
+            if self.cmds.len() < self.config.cmds_max {
+                self.cmds.push_front(request);
+            }
+        }
+        self.execute(out);
+        self.propose_commands(out);
+    }
+
+    fn on_query(
+        &mut self,
+        from: NodeId,
+        first: u64,
+        until: u64,
+        out: &mut Outbox<Mencius>,
+    ) -> Result<(), &'static str> {
+        self.rank_of(from).ok_or("query not from a replica")?;
+        if first == 0 || until < first {
+            return Err("malformed query");
+        }
+        let until = until.min(first + ENTRIES_MAX as u64 - 1);
+        let mut entries: Vec<(u64, Value)> = self.chosen.range(first..=until).map(|(s, v)| (*s, v.clone())).collect();
+        for (slot, instance) in self.instances.range(first..=until) {
+            if let Some(value) = &instance.learned {
+                entries.push((*slot, value.clone()));
+            }
+        }
+        if !entries.is_empty() {
+            out.send(from, Message::Learn { entries });
+        }
+        Ok(())
+    }
+
+    // ---- revocation --------------------------------------------------------------------------
+
+    fn start_revocation(&mut self, now: u64, owner: u32, out: &mut Outbox<Mencius>) {
+        let from = self.executed + 1;
+        let until =
+            (self.max_seen.max(from) + self.config.revoke_ahead * self.n).min(self.executed + self.config.window_max);
+        self.max_round += 1;
+        let ballot = Ballot { round: self.max_round, rank: self.rank };
+        self.stats.count("revocation_started");
+        self.revocation = Some(Revocation { ballot, owner, from, until, started_ns: now, promises: BTreeMap::new() });
+        out.multicast(&self.others, Message::Prepare { ballot, owner, from, until });
+        let accepted = self.promise(ballot, owner, from, until).expect("our own ballot is the highest we know");
+        self.on_promise_from(self.rank, ballot, accepted, out);
+    }
+
+    /// Promises `ballot` for `owner`'s slots in `from..=until`; returns what we accepted there.
+    fn promise(&mut self, ballot: Ballot, owner: u32, from: u64, until: u64) -> Option<Vec<(u64, Ballot, Value)>> {
+        let (promised, old_from, old_until) = self.promises[owner as usize];
+        if ballot <= promised && promised != Ballot::default() {
+            return None;
+        }
+        // Promising more slots than asked is safe (an acceptor may always refuse).
+        let range = if old_from == u64::MAX { (from, until) } else { (old_from.min(from), old_until.max(until)) };
+        self.promises[owner as usize] = (ballot, range.0, range.1);
+        let mut accepted = Vec::new();
+        let mut slot = self.next_owned(owner, from - 1);
+        while slot <= until {
+            if let Some(value) = self.chosen.get(&slot) {
+                accepted.push((slot, CHOSEN, value.clone()));
+            } else if let Some(instance) = self.instances.get(&slot) {
+                if let Some(value) = &instance.learned {
+                    accepted.push((slot, CHOSEN, value.clone()));
+                } else if let Some((b, value)) = &instance.accepted {
+                    accepted.push((slot, *b, value.clone()));
+                }
+            }
+            slot += self.n;
+        }
+        Some(accepted)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn on_prepare(
+        &mut self,
+        from: NodeId,
+        ballot: Ballot,
+        owner: u32,
+        first: u64,
+        until: u64,
+        out: &mut Outbox<Mencius>,
+    ) -> Result<(), &'static str> {
+        let rank = self.rank_of(from).ok_or("prepare not from a replica")?;
+        let span = self.config.window_max + self.config.revoke_ahead * self.n;
+        if ballot.rank != rank
+            || ballot.round == 0
+            || owner as u64 >= self.n
+            || first == 0
+            || until < first
+            || until - first > span
+        {
+            return Err("malformed prepare");
+        }
+        self.max_round = self.max_round.max(ballot.round);
+        let accepted = self.promise(ballot, owner, first, until).ok_or("prepare below our promise")?;
+        out.send(from, Message::Promise { ballot, accepted });
+        Ok(())
+    }
+
+    fn on_promise(
+        &mut self,
+        from: NodeId,
+        ballot: Ballot,
+        accepted: Vec<(u64, Ballot, Value)>,
+        out: &mut Outbox<Mencius>,
+    ) -> Result<(), &'static str> {
+        let rank = self.rank_of(from).ok_or("promise not from a replica")?;
+        if self.revocation.as_ref().is_none_or(|r| r.ballot != ballot) {
+            return Err("promise for no revocation of ours");
+        }
+        self.on_promise_from(rank, ballot, accepted, out);
+        Ok(())
+    }
+
+    /// f + 1 promises: propose, for each revoked slot, the value accepted at the highest
+    /// ballot, or a no-op.
+    fn on_promise_from(
+        &mut self,
+        rank: u32,
+        ballot: Ballot,
+        accepted: Vec<(u64, Ballot, Value)>,
+        out: &mut Outbox<Mencius>,
+    ) {
+        let Some(revocation) = self.revocation.as_mut() else { return };
+        revocation.promises.insert(rank, accepted);
+        if revocation.promises.len() < self.quorum {
+            return;
+        }
+        let revocation = self.revocation.take().expect("checked");
+        let mut best: BTreeMap<u64, (Ballot, Value)> = BTreeMap::new();
+        for (slot, b, value) in revocation.promises.into_values().flatten() {
+            if best.get(&slot).is_none_or(|(held, _)| b > *held) {
+                best.insert(slot, (b, value));
+            }
+        }
+        let mut entries = Vec::new();
+        let mut slot = self.next_owned(revocation.owner, revocation.from - 1);
+        while slot <= revocation.until {
+            let learned = self.instances.get(&slot).is_some_and(|i| i.learned.is_some());
+            if self.in_window(slot) && !learned && self.may_accept(slot, ballot) {
+                let value = best.remove(&slot).map_or(Value::NoOp, |(_, value)| value);
+                entries.push((slot, value));
+            }
+            slot += self.n;
+        }
+        self.stats.count("revocation");
+        if !entries.is_empty() {
+            self.propose(ballot, entries, out);
+        }
+    }
+
+    // ---- execution and ticks ------------------------------------------------------------------
+
+    fn execute(&mut self, out: &mut Outbox<Mencius>) {
+        while let Some(value) = self.instances.get(&(self.executed + 1)).and_then(|i| i.learned.clone()) {
+            let slot = self.executed + 1;
+            self.instances.remove(&slot);
+            out.observe(Observation::Committed { slot, value: value.value_id() });
+            let mut digest = execution_digest(true, None);
+            if let Value::Requests(requests) = &value {
+                for request in requests {
+                    let result = self.apply(request);
+                    if let Some(result) = &result {
+                        digest = digest.rotate_left(7) ^ execution_digest(true, Some(result));
+                    }
+                    if let (Some(result), Some(client)) = (result, self.waiting.remove(&request.id)) {
+                        out.send(client, Message::Reply { id: request.id, result });
+                    }
+                }
+                self.stats.slow_path_commits += requests.len() as u64;
+            }
+            out.observe(Observation::Executed { slot, digest });
+            self.chosen.insert(slot, value);
+            self.executed = slot;
+            if self.next_own <= slot {
+                self.next_own = self.next_owned(self.rank, slot);
+            }
+        }
+        while self.chosen.len() as u64 > self.config.log_keep {
+            self.chosen.pop_first();
+        }
+    }
+
+    fn apply(&mut self, request: &Request) -> Option<CommandResult> {
+        match self.table.lookup(request.id, request.acked_below) {
+            Lookup::Executed(result) => Some(result.clone()),
+            Lookup::Old | Lookup::BeyondWindow => None,
+            Lookup::New => {
+                self.ops += 1;
+                let result = self.state_machine.apply(request.id, &request.command);
+                self.table.record(request.id, request.acked_below, result.clone(), self.ops);
+                self.stats.executed += 1;
+                Some(result)
+            }
+        }
+    }
+
+    fn on_tick(&mut self, now: u64, out: &mut Outbox<Mencius>) {
+        // Our proposals not yet chosen go out again (lost proposes or acks).
+        let mut by_ballot: BTreeMap<Ballot, Vec<(u64, Value)>> = BTreeMap::new();
+        for (slot, instance) in &self.instances {
+            if let (None, Some((ballot, value))) = (&instance.learned, &instance.accepted)
+                && ballot.rank == self.rank
+            {
+                let entries = by_ballot.entry(*ballot).or_default();
+                if entries.len() < ENTRIES_MAX {
+                    entries.push((*slot, value.clone()));
+                }
+            }
+        }
+        for (ballot, entries) in by_ballot {
+            out.multicast(&self.others, Message::Propose { ballot, entries });
+        }
+        // An idle owner behind the others skips, so it never blocks them.
+        if self.max_seen > self.next_own {
+            self.skip_below(self.max_seen + 1, out);
+        }
+        let next = self.executed + 1;
+        if self.instances.get(&next).is_some_and(|i| i.learned.is_some()) || self.max_seen < next {
+            self.stalled_at = self.executed;
+            self.stalled_since_ns = now;
+            return;
+        }
+        if self.stalled_at != self.executed {
+            self.stalled_at = self.executed;
+            self.stalled_since_ns = now;
+            self.stall_timeout_ns =
+                self.rng.random_range(self.config.revoke_timeout_ns..2 * self.config.revoke_timeout_ns);
+            return;
+        }
+        out.multicast(&self.others, Message::Query { from: next, until: next + ENTRIES_MAX as u64 - 1 });
+        let owner = self.owner(next);
+        let stalled = now.saturating_sub(self.stalled_since_ns) > self.stall_timeout_ns;
+        let retry = self.revocation.as_ref().is_none_or(|r| now.saturating_sub(r.started_ns) > self.stall_timeout_ns);
+        if stalled && owner != self.rank && retry {
+            self.start_revocation(now, owner, out);
+        }
+    }
+
+    fn dispatch(
+        &mut self,
+        now: u64,
+        from: NodeId,
+        message: Message,
+        out: &mut Outbox<Mencius>,
+    ) -> Result<(), &'static str> {
+        let _ = now;
+        match message {
+            Message::Request(request) => self.on_request(from, request, out),
+            Message::Propose { ballot, entries } => self.on_propose(from, ballot, entries, out),
+            Message::Accepted { ballot, slots } => self.on_accepted(from, ballot, slots, out),
+            Message::Skip { from: first, until } => self.on_skip(from, first, until, out),
+            Message::Learn { entries } => self.on_learn(from, entries, out),
+            Message::Query { from: first, until } => self.on_query(from, first, until, out),
+            Message::Prepare { ballot, owner, from: first, until } => {
+                self.on_prepare(from, ballot, owner, first, until, out)
+            }
+            Message::Promise { ballot, accepted } => self.on_promise(from, ballot, accepted, out),
+            Message::Reply { .. } => Err("reply sent to a replica"),
+        }
+    }
+}
+
+/// A ballot as the checker's "view": unique per proposer and round.
+fn ballot_view(ballot: Ballot) -> u64 {
+    ballot.round.saturating_mul(1 << 16).saturating_add(u64::from(ballot.rank))
+}
+
+impl Node<Mencius> for Replica {
+    fn on_start(&mut self, _now: ClockReading, out: &mut Outbox<Mencius>) {
+        if self.retired {
+            self.stats.count("retired");
+            return;
+        }
+        self.launch = Some(out.persist(Durable::Launched, PersistMode::Append));
+    }
+
+    fn on_durable(&mut self, now: ClockReading, through: PersistTicket, out: &mut Outbox<Mencius>) {
+        if !self.running && !self.retired && self.launch.is_some_and(|ticket| ticket <= through) {
+            // Taking part before the launch record is durable would let a crash erase the fact
+            // that this replica ever accepted anything (a restart must retire).
+            self.running = true;
+            self.stalled_since_ns = now.local_ns;
+            out.set_timer(Timer::Tick, self.config.tick_ns);
+        }
+    }
+
+    fn on_message(&mut self, now: ClockReading, from: NodeId, message: Message, out: &mut Outbox<Mencius>) {
+        let handled = if self.retired {
+            Err("retired")
+        } else if !self.running {
+            Err("booting")
+        } else {
+            self.dispatch(now.local_ns, from, message, out)
+        };
+        if let Err(reason) = handled {
+            self.stats.drop_input(reason);
+        }
+    }
+
+    fn on_timer(&mut self, now: ClockReading, timer: Timer, out: &mut Outbox<Mencius>) {
+        if !self.running || timer != Timer::Tick {
+            return;
+        }
+        self.on_tick(now.local_ns, out);
+        out.set_timer(Timer::Tick, self.config.tick_ns);
+    }
+
+    fn check_invariants(&self) {
+        if self.retired {
+            assert_eq!(self.executed, 0, "a retired replica executes nothing");
+            return;
+        }
+        assert!(self.instances.first_key_value().is_none_or(|(&s, _)| s > self.executed), "executed slots are gone");
+        assert!(self.instances.last_key_value().is_none_or(|(&s, _)| s <= self.executed + self.config.window_max));
+        assert_eq!(self.owner(self.next_own), self.rank, "our next slot is ours");
+        assert!(self.next_own > self.executed, "our next slot lies ahead");
+        assert!(self.cmds.len() <= self.config.cmds_max, "the command buffer is bounded");
+        assert!(self.chosen.len() as u64 <= self.config.log_keep, "the kept log is bounded");
+        assert!(self.waiting.len() <= WAITING_MAX, "waiting requests are bounded");
+    }
+
+    fn is_recovering(&self) -> bool {
+        self.retired
+    }
+
+    fn stats(&self) -> &NodeStats {
+        &self.stats
+    }
+
+    fn state_machine(&self) -> Option<&dyn StateMachine> {
+        (!self.retired).then(|| self.state_machine.as_ref())
+    }
+
+    fn status(&self) -> String {
+        let revoking = self.revocation.as_ref().map_or("-".to_string(), |r| format!("r{}", r.owner));
+        format!("executed={} next_own={} seen={} revoking={revoking}", self.executed, self.next_own, self.max_seen)
+    }
+}
