@@ -537,9 +537,10 @@ impl Replica {
 
 impl Node<NoPaxos> for Replica {
     fn on_start(&mut self, now: ClockReading, out: &mut Outbox<NoPaxos>) {
-        // Only the latest incarnation matters, so a restart replaces the record.
-        let mode = if self.incarnation == 0 { PersistMode::Append } else { PersistMode::Replace };
-        self.launch = Some(out.persist(Durable::Launched { incarnation: self.incarnation }, mode));
+        // Appended, not replaced, though only the latest matters: one small record per restart,
+        // and the runtime reports a replacing write durable only with a later append (its
+        // group commit skips a node whose storage is not dirty).
+        self.launch = Some(out.persist(Durable::Launched { incarnation: self.incarnation }, PersistMode::Append));
         self.heard_from_leader_ns = now.local_ns;
         self.leader_timeout_ns = self.random_timeout();
         out.set_timer(Timer::Tick, self.config.heartbeat_ns);
