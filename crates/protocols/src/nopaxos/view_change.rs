@@ -196,17 +196,23 @@ impl Replica {
         }
         let (session_msg_num, merged) = self.merge();
         let log: SharedLog = Arc::new(merged);
+        let view = self.view;
         self.vc.offers.clear();
-        if let Err(reason) = self.install_view(self.view, session_msg_num, log.as_ref().clone(), now, out) {
+        if let Err(reason) = self.install_view(view, session_msg_num, log.as_ref().clone(), now, out) {
             // The checkpoint taken does not decode: this view cannot start here; the view
             // change times out into the next one.
             self.stats.drop_input(reason.name());
             return;
         }
-        out.multicast(&self.others, Message::StartView { view: self.view, session_msg_num, log: log.clone() });
-        self.vc.unacked = self.others.iter().copied().collect();
-        self.vc.start_view = Some((session_msg_num, log));
-        self.vc.resent_ns = now;
+        // Installing consumes buffered OUM messages, which may already have moved this replica
+        // on to a later view (SESSION-TERMINATED): the StartView names the view it merged, and
+        // the resend bookkeeping belongs to that view only.
+        out.multicast(&self.others, Message::StartView { view, session_msg_num, log: log.clone() });
+        if self.view == view && self.status == Status::Normal {
+            self.vc.unacked = self.others.iter().copied().collect();
+            self.vc.start_view = Some((session_msg_num, log));
+            self.vc.resent_ns = now;
+        }
     }
 
     /// The merge rule (see the module docs). Returns the session-msg-num and the log.
