@@ -33,6 +33,9 @@
 //! | `StartView` / `StartViewAck` | new leader ↔ replicas | the merged log; acknowledgement (fn 5) |
 //! | `SyncPrepare` / `SyncRep` / `SyncCommit` | leader ↔ followers | heartbeat; sync-point |
 //! | `Ping` / `Pong` / `SetSession` | controller ↔ sequencers | failure detection, new session |
+//! | `Recovery` / `RecoveryResponse` | restarted replica ↔ replicas | VR-style recovery (`recovery.rs`) |
+//!
+//! Logs in messages are a checkpoint and the entries after it (`log.rs`).
 //!
 //! # Invariants (checked after every input by `check_invariants`)
 //!
@@ -42,7 +45,10 @@
 //!   one less while a follower resolves a drop notification it consumed.
 //! - A leader waiting for GAP-COMMIT-REPs holds the NO-OP at the slot and does not consume
 //!   the next OUM position (§5.2.2).
-//! - Every buffer is bounded (OUM buffer, client table, pending view-change messages).
+//! - Every buffer is bounded (OUM buffer, client table, pending view-change messages), and so
+//!   is the log: at most `2 × checkpoint_interval` entries plus those past the sync-point; the
+//!   checkpoint lies at or under the sync-point and what was executed.
+//! - A recovering replica holds and executes nothing until it installs a leader's state.
 //!
 //! # Global invariant (`checker.rs`)
 //!
