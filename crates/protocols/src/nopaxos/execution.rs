@@ -3,14 +3,15 @@
 //! (§5.2.4, §5.3). Entries are applied in slot order, each once, NO-OPs skipped.
 //!
 //! An ousted leader may have executed requests the next view dropped (§5.3). It does not roll
-//! back: when a new log differs from what it executed, [`Execution::reset`] discards the state
-//! and the log is executed again from slot 1 — a state transfer whose source is the agreed log
-//! (every replica keeps its whole log, see docs/protocols/nopaxos.md).
+//! back: when a new log differs from what it executed, the state is rebuilt from the log's
+//! checkpoint ([`Execution::restored`], committed slots only) and the held entries are executed
+//! again — a state transfer whose source is the agreed log (see `log.rs`).
 //!
 //! The client table is the shared one (`crate::client_table`) with a window of one: NOPaxos
 //! clients have one request outstanding, so a request's own number is its client's
 //! acknowledgement mark, and the table keeps each client's latest executed request.
 
+use super::log::Checkpoint;
 use super::messages::Entry;
 use crate::client_table::{ClientTable, Lookup};
 use ordo_core::{CommandResult, RequestId, StateMachine};
@@ -83,10 +84,26 @@ impl Execution {
         }
     }
 
-    /// Forgets everything applied: the log will be applied again from slot 1.
-    pub fn reset(&mut self) {
-        self.state_machine = (self.new_state_machine)();
-        self.table = ClientTable::new(self.table_max, 1);
-        self.executed = 0;
+    /// The state and client table after the last slot applied.
+    pub fn checkpoint(&self) -> Checkpoint {
+        Checkpoint { slot: self.executed, state: self.state_machine.snapshot(), clients: self.table.to_records() }
+    }
+
+    /// A state rebuilt from `checkpoint`; an error if a peer's checkpoint does not decode.
+    pub fn restored(&self, checkpoint: &Checkpoint) -> Result<Execution, String> {
+        let mut state_machine = (self.new_state_machine)();
+        // Slot 0 is the initial state: nothing to decode.
+        if checkpoint.slot > 0 {
+            state_machine.restore(&checkpoint.state).map_err(|e| format!("{e:?}"))?;
+        }
+        let table = ClientTable::from_records(self.table_max, 1, &checkpoint.clients)
+            .ok_or_else(|| "inconsistent client table".to_string())?;
+        Ok(Execution {
+            new_state_machine: self.new_state_machine,
+            state_machine,
+            table,
+            table_max: self.table_max,
+            executed: checkpoint.slot,
+        })
     }
 }

@@ -73,16 +73,17 @@ impl Gap {
         }
     }
 
-    /// Panics unless the gap's slot is where the log says it is.
-    pub fn check(&self, log_len: usize, log: &[Entry]) {
+    /// Panics unless the gap's slot is where the log (`log_len` slots, ending in `last`) says
+    /// it is.
+    pub fn check(&self, log_len: u64, last: Option<&Entry>) {
         match self {
             Gap::None => {}
             Gap::Lookup { slot } | Gap::Finding { slot, .. } => {
-                assert_eq!(*slot, log_len as u64 + 1, "a gap being resolved is the next slot");
+                assert_eq!(*slot, log_len + 1, "a gap being resolved is the next slot");
             }
             Gap::Committing { slot, .. } => {
-                assert_eq!(*slot, log_len as u64, "the NO-OP being committed is the last slot");
-                assert!(log[log_len - 1].is_no_op(), "the leader holds the NO-OP it commits");
+                assert_eq!(*slot, log_len, "the NO-OP being committed is the last slot");
+                assert!(last.is_some_and(Entry::is_no_op), "the leader holds the NO-OP it commits");
             }
         }
     }
@@ -181,9 +182,15 @@ impl Replica {
         if slot == 0 {
             return Err(DropReason::Slot0DoesNotExist);
         }
-        if slot <= self.log_len() {
-            let entry = self.log[slot as usize - 1].clone();
-            out.send(from, Message::SlotContent { view, slot, entry });
+        if slot <= self.log.base() {
+            // Truncated here: the follower is far behind (a checkpoint interval past the
+            // sync-point). It gets the whole current log instead, as a late replica does.
+            self.stats.count("state_transfer_sent");
+            out.send(from, self.current_log_message());
+            return Ok(());
+        }
+        if let Some(entry) = self.log.get(slot) {
+            out.send(from, Message::SlotContent { view, slot, entry: entry.clone() });
             return Ok(());
         }
         if slot > self.log_len() + 1 || self.gap.blocks() {
@@ -246,8 +253,8 @@ impl Replica {
         out: &mut Outbox<NoPaxos>,
     ) -> Handled {
         self.check_from_leader(now, from, view, DropReason::GapFindNotFromTheLeader)?;
-        let request = match self.log.get(slot.wrapping_sub(1) as usize) {
-            Some(Entry::Request(request)) if slot > 0 => Some(request.clone()),
+        let request = match self.log.get(slot) {
+            Some(Entry::Request(request)) => Some(request.clone()),
             _ => None,
         };
         out.send(from, Message::GapFound { view, slot, request });
@@ -304,7 +311,8 @@ impl Replica {
         if slot <= self.sync.sync_point {
             // A sync-prepare carried this NO-OP already: acknowledge it again (the first
             // acknowledgement may have been lost).
-            if !self.log[slot as usize - 1].is_no_op() {
+            if !self.log.get(slot).is_some_and(Entry::is_no_op) {
+                // A request, or truncated (then a `SyncCommit` tells the leader instead).
                 return Err(DropReason::GapCommitAtASynchronisedRequest);
             }
             out.send(from, Message::GapCommitRep { view, slot });
@@ -312,11 +320,10 @@ impl Replica {
         }
         if slot <= self.exec.executed() {
             // Only an ousted leader executes beyond its sync-point; what it ran there is gone.
-            self.stats.count("state_reset");
-            self.exec.reset();
+            self.rewind_state(out);
         }
         if slot <= self.log_len() {
-            self.log[slot as usize - 1] = Entry::NoOp;
+            self.log.set(slot, Entry::NoOp);
         } else {
             // The next slot: consume its OUM position unless its drop notification already was.
             if !self.gap.consumed_unfilled() {

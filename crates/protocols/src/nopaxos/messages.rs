@@ -83,8 +83,20 @@ impl Entry {
     }
 }
 
-/// A whole log, shared between messages without copying (slot `i` at index `i - 1`).
-pub type SharedLog = Arc<Vec<Entry>>;
+/// A log (checkpoint and held entries, `log.rs`), shared between messages without copying.
+pub type SharedLog = Arc<super::log::Log>;
+
+/// What a leader hands a recovering replica: the log, the OUM position that goes with it, and
+/// how far it is synchronised (so the recovered follower executes only committed slots).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecoveryState {
+    /// OUM positions of the view's session the log accounts for.
+    pub session_msg_num: u64,
+    /// The leader's sync-point.
+    pub sync_point: u64,
+    /// The leader's log.
+    pub log: SharedLog,
+}
 
 /// Every message any NOPaxos role sends.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -213,6 +225,21 @@ pub enum Message {
         view: ViewId,
         /// The new sync-point.
         through: u64,
+    },
+    /// A restarted replica asks for the group's state (§5.2.5, VR's RECOVERY); `nonce` is its
+    /// incarnation, so answers to an earlier incarnation are told apart.
+    Recovery {
+        /// The recovering replica's incarnation.
+        nonce: u64,
+    },
+    /// A Normal replica's answer to `Recovery`: its view; the leader adds its state.
+    RecoveryResponse {
+        /// The responder's view (it is Normal in it).
+        view: ViewId,
+        /// The nonce of the `Recovery` answered.
+        nonce: u64,
+        /// The leader's log, OUM position and sync-point; `None` from a follower.
+        state: Option<RecoveryState>,
     },
     /// controller → sequencer: are you alive, which session do you stamp?
     Ping,

@@ -33,6 +33,9 @@
 //! | `StartView` / `StartViewAck` | new leader ↔ replicas | the merged log; acknowledgement (fn 5) |
 //! | `SyncPrepare` / `SyncRep` / `SyncCommit` | leader ↔ followers | heartbeat; sync-point |
 //! | `Ping` / `Pong` / `SetSession` | controller ↔ sequencers | failure detection, new session |
+//! | `Recovery` / `RecoveryResponse` | restarted replica ↔ replicas | VR-style recovery (`recovery.rs`) |
+//!
+//! Logs in messages are a checkpoint and the entries after it (`log.rs`).
 //!
 //! # Invariants (checked after every input by `check_invariants`)
 //!
@@ -42,7 +45,10 @@
 //!   one less while a follower resolves a drop notification it consumed.
 //! - A leader waiting for GAP-COMMIT-REPs holds the NO-OP at the slot and does not consume
 //!   the next OUM position (§5.2.2).
-//! - Every buffer is bounded (OUM buffer, client table, pending view-change messages).
+//! - Every buffer is bounded (OUM buffer, client table, pending view-change messages), and so
+//!   is the log: at most `2 × checkpoint_interval` entries plus those past the sync-point; the
+//!   checkpoint lies at or under the sync-point and what was executed.
+//! - A recovering replica holds and executes nothing until it installs a leader's state.
 //!
 //! # Global invariant (`checker.rs`)
 //!
@@ -62,8 +68,10 @@ pub mod client;
 pub mod controller;
 pub mod execution;
 pub mod gap_agreement;
+pub mod log;
 pub mod messages;
 pub mod oum;
+pub mod recovery;
 pub mod replica;
 pub mod sequencer;
 pub mod sync;
@@ -108,6 +116,9 @@ pub struct Config {
     pub oum_buffer_max: usize,
     /// Clients remembered for at-most-once execution.
     pub client_table_max: usize,
+    /// Log truncation (`log.rs`): once the sync-point is twice this many slots past the
+    /// checkpoint, the checkpoint moves to this many slots below the sync-point.
+    pub checkpoint_interval: u64,
 }
 
 impl Default for Config {
@@ -122,6 +133,7 @@ impl Default for Config {
             sequencer_timeout_ns: 10_000_000,
             oum_buffer_max: 4096,
             client_table_max: 100_000,
+            checkpoint_interval: 4096,
         }
     }
 }
@@ -137,6 +149,7 @@ impl Config {
             ("controller_ping_ns", self.controller_ping_ns),
             ("oum_buffer_max", self.oum_buffer_max as u64),
             ("client_table_max", self.client_table_max as u64),
+            ("checkpoint_interval", self.checkpoint_interval),
         ];
         if let Some((name, _)) = positive.iter().find(|(_, value)| *value == 0) {
             return Err(format!("nopaxos: {name} must be positive"));
@@ -165,8 +178,12 @@ pub enum Timer {
 /// What NOPaxos nodes persist.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Durable {
-    /// A replica has run before: on restart it retires (crash-stop, §5.1).
-    Launched,
+    /// A replica has run (its `incarnation`-th start): on restart it recovers from its peers
+    /// (§5.2.5) with the next incarnation as its nonce.
+    Launched {
+        /// Starts before this one.
+        incarnation: u64,
+    },
     /// The controller issued `session` (written before it is announced).
     Issued {
         /// The session.
@@ -200,9 +217,10 @@ impl Protocol for NoPaxos {
         roles
     }
 
-    /// Replicas are crash-stop, as the paper's model (§5.1) and as `Durable::Launched` makes them.
+    /// A restarted replica rejoins through VR-style recovery (§5.2.5, `recovery.rs`); until it
+    /// has, it reports `is_recovering` and counts as failed.
     fn crash_model() -> CrashModel {
-        CrashModel::Stop
+        CrashModel::Recover
     }
 
     /// Sequencers hold no state the protocol relies on (a new session replaces a failed one):

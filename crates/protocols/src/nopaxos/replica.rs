@@ -5,8 +5,10 @@
 use super::checker::Observation;
 use super::execution::{Applied, Execution};
 use super::gap_agreement::{Gap, LookupAhead};
+use super::log::Log;
 use super::messages::{Entry, Message, Request, ViewId};
 use super::oum::{Delivery, Discard, OumReceiver};
+use super::recovery::RecoveryProgress;
 use super::sync::SyncState;
 use super::view_change::ViewChangeState;
 use super::{Config, Durable, Flaw, NoPaxos, Timer};
@@ -28,8 +30,9 @@ pub enum Status {
     Normal,
     /// Changing view.
     ViewChange,
-    /// Restarted after a crash: crash-stop, it takes no further part (§5.1).
-    Retired,
+    /// Restarted after a crash: rebuilding its state from its peers before it takes part
+    /// again (§5.2.5, `recovery.rs`).
+    Recovering,
 }
 
 impl Status {
@@ -38,7 +41,7 @@ impl Status {
             Status::Booting => "booting",
             Status::Normal => "normal",
             Status::ViewChange => "view-change",
-            Status::Retired => "retired",
+            Status::Recovering => "recovering",
         }
     }
 }
@@ -58,8 +61,16 @@ pub enum DropReason {
     MessageOfAnotherView,
     /// "not normal".
     NotNormal,
-    /// "retired".
-    Retired,
+    /// "recovering".
+    Recovering,
+    /// "recovery response while not recovering".
+    RecoveryResponseWhileNotRecovering,
+    /// "recovery response of another incarnation".
+    RecoveryResponseOfAnotherIncarnation,
+    /// "malformed recovery response".
+    MalformedRecoveryResponse,
+    /// "malformed checkpoint".
+    MalformedCheckpoint,
     /// "booting".
     Booting,
     /// "slot lookup at a follower".
@@ -134,7 +145,11 @@ impl DropReason {
             DropReason::SenderIsNotAnotherReplica => "sender is not another replica",
             DropReason::MessageOfAnotherView => "message of another view",
             DropReason::NotNormal => "not normal",
-            DropReason::Retired => "retired",
+            DropReason::Recovering => "recovering",
+            DropReason::RecoveryResponseWhileNotRecovering => "recovery response while not recovering",
+            DropReason::RecoveryResponseOfAnotherIncarnation => "recovery response of another incarnation",
+            DropReason::MalformedRecoveryResponse => "malformed recovery response",
+            DropReason::MalformedCheckpoint => "malformed checkpoint",
             DropReason::Booting => "booting",
             DropReason::SlotLookupAtAFollower => "slot lookup at a follower",
             DropReason::Slot0DoesNotExist => "slot 0 does not exist",
@@ -188,8 +203,8 @@ pub struct Replica {
     pub(super) status: Status,
     pub(super) view: ViewId,
     pub(super) last_normal: ViewId,
-    /// Slot `i` at index `i - 1`.
-    pub(super) log: Vec<Entry>,
+    /// The checkpoint and the entries held after it (`log.rs`).
+    pub(super) log: Log,
     pub(super) oum: OumReceiver<Arc<Request>>,
     /// `log length − session-msg-num` in this view (I10).
     pub(super) session_base: u64,
@@ -204,15 +219,23 @@ pub struct Replica {
     /// This view's leader-failure timeout (randomised).
     pub(super) leader_timeout_ns: u64,
     launch: Option<PersistTicket>,
+    /// How many times this replica restarted (persisted; the nonce of its recovery).
+    pub(super) incarnation: u64,
+    pub(super) recovery: RecoveryProgress,
     pub(super) stats: NodeStats,
 }
 
 impl Replica {
-    /// A replica, fresh (`durable` empty) or restarted (it retires).
+    /// A replica, fresh (`durable` empty) or restarted (it recovers from its peers).
     pub(crate) fn new(context: NodeContext<NoPaxos>, durable: Vec<Durable>, flaw: Flaw) -> Self {
         let replicas = context.topology.replicas().clone();
         let others: Destinations = replicas.iter().copied().filter(|&r| r != context.id).collect();
-        let restarted = durable.contains(&Durable::Launched);
+        let launches = durable.iter().filter_map(|record| match record {
+            Durable::Launched { incarnation } => Some(*incarnation),
+            Durable::Issued { .. } => None,
+        });
+        let incarnation = launches.max().map_or(0, |last| last + 1);
+        let restarted = incarnation > 0;
         let config = context.config.clone();
         Replica {
             id: context.id,
@@ -220,10 +243,10 @@ impl Replica {
             f: context.topology.f,
             sequencers: context.topology.with_role(Role::Sequencer).collect(),
             rng: ChaCha8Rng::seed_from_u64(context.seed),
-            status: if restarted { Status::Retired } else { Status::Booting },
+            status: if restarted { Status::Recovering } else { Status::Booting },
             view: ViewId::default(),
             last_normal: ViewId::default(),
-            log: Vec::new(),
+            log: Log::default(),
             oum: OumReceiver::new(0, config.oum_buffer_max),
             session_base: 0,
             exec: Execution::new(context.new_state_machine, config.client_table_max),
@@ -234,6 +257,8 @@ impl Replica {
             heard_from_leader_ns: 0,
             leader_timeout_ns: config.view_change_timeout_ns,
             launch: None,
+            incarnation,
+            recovery: RecoveryProgress::default(),
             stats: NodeStats::default(),
             replicas,
             others,
@@ -261,9 +286,14 @@ impl Replica {
         self.view
     }
 
-    /// The log.
+    /// The entries held, from slot `log_base() + 1`.
     pub fn log(&self) -> &[Entry] {
-        &self.log
+        &self.log.entries
+    }
+
+    /// The last slot the log's checkpoint covers (slots up to it are truncated).
+    pub fn log_base(&self) -> u64 {
+        self.log.base()
     }
 
     /// OUM positions consumed in the view's session.
@@ -282,7 +312,7 @@ impl Replica {
     }
 
     pub(super) fn log_len(&self) -> u64 {
-        self.log.len() as u64
+        self.log.len()
     }
 
     /// A fresh randomised timeout in [t/2, 3t/2].
@@ -343,7 +373,7 @@ impl Replica {
         let mut last = None;
         while self.exec.executed() < through {
             let slot = self.exec.executed() + 1;
-            let entry = &self.log[slot as usize - 1];
+            let entry = self.log.at(slot);
             last = match self.exec.apply(slot, entry) {
                 Applied::NoOp => None,
                 Applied::Executed(result) => {
@@ -366,15 +396,50 @@ impl Replica {
 
     /// The leader's result for the request at `slot`, for a reply after a view change.
     pub(super) fn result_for(&self, slot: u64) -> Option<CommandResult> {
-        let entry = &self.log[slot as usize - 1];
-        let id = entry.id()?;
+        let id = self.log.at(slot).id()?;
         (self.is_leader() && self.exec.executed() >= slot).then(|| self.exec.cached(id)).flatten()
+    }
+
+    /// Discards speculative execution (§5.3, an ousted leader's state): the state goes back to
+    /// the log's checkpoint and the committed slots after it are executed again.
+    pub(super) fn rewind_state(&mut self, out: &mut Outbox<NoPaxos>) {
+        self.stats.count("state_reset");
+        self.exec = self.exec.restored(&self.log.checkpoint).expect("a replica's own checkpoint decodes");
+        self.execute_through(self.sync.sync_point, out);
+    }
+
+    /// Moves the checkpoint up once the sync-point is two intervals past it (see `log.rs`).
+    pub(super) fn maybe_truncate(&mut self) {
+        let interval = self.config.checkpoint_interval;
+        let base = self.log.base();
+        if self.sync.sync_point < base + 2 * interval {
+            return;
+        }
+        let target = self.sync.sync_point - interval;
+        // A scratch state from the previous checkpoint: this replica's own state may run ahead
+        // of its sync-point (a leader's), and a checkpoint holds committed slots only.
+        let mut scratch = self.exec.restored(&self.log.checkpoint).expect("a replica's own checkpoint decodes");
+        for slot in base + 1..=target {
+            scratch.apply(slot, self.log.at(slot));
+        }
+        self.log.truncate(scratch.checkpoint());
+        self.stats.count("log_truncated");
+    }
+
+    /// The leader's current log with the OUM position that goes with it, as a `StartView` of
+    /// its view: for a replica that missed the view's start or fell behind the checkpoint.
+    /// Every entry appended since the view started is the leader's, at the position the
+    /// receiver would have taken it, so this is the `StartView` plus what the receiver would
+    /// have logged since (a state transfer).
+    pub(super) fn current_log_message(&self) -> Message {
+        let session_msg_num = self.log_len() - self.session_base;
+        Message::StartView { view: self.view, session_msg_num, log: Arc::new(self.log.clone()) }
     }
 
     /// Reports slots `from + 1 ..= through` of this log as committed.
     pub(super) fn observe_committed(&self, from: u64, through: u64, out: &mut Outbox<NoPaxos>) {
         for slot in from + 1..=through {
-            out.observe(Observation::Committed { slot, id: self.log[slot as usize - 1].id() });
+            out.observe(Observation::Committed { slot, id: self.log.at(slot).id() });
         }
     }
 
@@ -402,6 +467,10 @@ impl Replica {
             }
             Message::SyncRep { view, through } => self.on_sync_rep(now, from, view, through, out),
             Message::SyncCommit { view, through } => self.on_sync_commit(now, from, view, through, out),
+            Message::Recovery { nonce } => self.on_recovery(from, nonce, out),
+            Message::RecoveryResponse { view, nonce, state } => {
+                self.on_recovery_response(now, from, view, nonce, state, out)
+            }
             _ => Err(DropReason::MessageNotForAReplica),
         }
     }
@@ -439,6 +508,10 @@ impl Replica {
     }
 
     fn on_tick(&mut self, now: u64, out: &mut Outbox<NoPaxos>) {
+        // A high-water mark, not a count: the most entries this replica held at a tick.
+        let held = self.log.held() as u64;
+        let high_water = self.stats.events.entry("log_held_max").or_default();
+        *high_water = (*high_water).max(held);
         match self.status {
             Status::Normal if self.is_leader() => {
                 self.send_sync_prepares(out);
@@ -455,7 +528,8 @@ impl Replica {
                 }
             }
             Status::ViewChange => self.view_change_tick(now, out),
-            Status::Booting | Status::Retired => {}
+            Status::Recovering => self.recovery_tick(now, out),
+            Status::Booting => {}
         }
         self.pump(now, out);
     }
@@ -463,29 +537,40 @@ impl Replica {
 
 impl Node<NoPaxos> for Replica {
     fn on_start(&mut self, now: ClockReading, out: &mut Outbox<NoPaxos>) {
-        if self.status == Status::Retired {
-            self.stats.count("retired");
-            return;
-        }
-        self.launch = Some(out.persist(Durable::Launched, PersistMode::Append));
+        // Appended, not replaced, though only the latest matters: one small record per restart,
+        // and the runtime reports a replacing write durable only with a later append (its
+        // group commit skips a node whose storage is not dirty).
+        self.launch = Some(out.persist(Durable::Launched { incarnation: self.incarnation }, PersistMode::Append));
         self.heard_from_leader_ns = now.local_ns;
         self.leader_timeout_ns = self.random_timeout();
         out.set_timer(Timer::Tick, self.config.heartbeat_ns);
     }
 
     fn on_durable(&mut self, now: ClockReading, through: PersistTicket, out: &mut Outbox<NoPaxos>) {
-        if self.status == Status::Booting && self.launch.is_some_and(|ticket| ticket <= through) {
-            // Taking part before the launch record is durable would let a crash then erase the
-            // fact that this replica ever answered (a restart must retire).
-            self.status = Status::Normal;
-            self.heard_from_leader_ns = now.local_ns;
-            self.pump(now.local_ns, out);
+        if self.launch.is_none_or(|ticket| ticket > through) {
+            return;
+        }
+        // Taking part before the launch record is durable would let a crash then erase the fact
+        // that this replica ever answered (a restart must recover, not start afresh); asking for
+        // recovery before it is durable could reuse an earlier incarnation's nonce.
+        self.launch = None;
+        match self.status {
+            Status::Booting => {
+                self.status = Status::Normal;
+                self.heard_from_leader_ns = now.local_ns;
+                self.pump(now.local_ns, out);
+            }
+            Status::Recovering => self.begin_recovery(now.local_ns, out),
+            _ => {}
         }
     }
 
     fn on_message(&mut self, now: ClockReading, from: NodeId, message: Message, out: &mut Outbox<NoPaxos>) {
         let handled = match self.status {
-            Status::Retired => Err(DropReason::Retired),
+            // Stamped requests are buffered by libOUM meanwhile; recovery answers are handled.
+            Status::Recovering if !matches!(message, Message::Stamped { .. } | Message::RecoveryResponse { .. }) => {
+                Err(DropReason::Recovering)
+            }
             Status::Booting if !matches!(message, Message::Stamped { .. }) => Err(DropReason::Booting),
             _ => self.dispatch(now.local_ns, from, message, out),
         };
@@ -495,7 +580,7 @@ impl Node<NoPaxos> for Replica {
     }
 
     fn on_timer(&mut self, now: ClockReading, timer: Timer, out: &mut Outbox<NoPaxos>) {
-        if timer != Timer::Tick || self.status == Status::Retired {
+        if timer != Timer::Tick {
             self.stats.drop_input("timer not for a replica");
             return;
         }
@@ -504,12 +589,17 @@ impl Node<NoPaxos> for Replica {
     }
 
     fn check_invariants(&self) {
-        if self.status == Status::Retired {
-            assert!(self.log.is_empty(), "a retired replica holds nothing");
-            return;
+        if self.status == Status::Recovering {
+            assert!(self.log.is_empty(), "a recovering replica holds nothing until it installs a state");
+            assert_eq!(self.exec.executed(), 0, "a recovering replica executes nothing");
         }
+        self.recovery.check(self.others.len());
         assert!(self.exec.executed() <= self.log_len(), "only held entries are executed");
         assert!(self.sync.sync_point <= self.log_len(), "the sync-point lies in the log");
+        assert!(self.log.base() <= self.exec.executed(), "the state covers the checkpoint");
+        assert!(self.log.base() <= self.sync.sync_point, "only committed slots are truncated");
+        let bound = 2 * self.config.checkpoint_interval + (self.log_len() - self.sync.sync_point);
+        assert!(self.log.held() as u64 <= bound, "bounded log: {} entries held, bound {bound}", self.log.held());
         assert!(self.last_normal.covered_by(self.view), "views never go back (I4)");
         if self.status == Status::Normal {
             assert_eq!(self.last_normal, self.view, "a normal replica's last normal view is its view");
@@ -524,14 +614,14 @@ impl Node<NoPaxos> for Replica {
                 assert_eq!(self.exec.executed(), self.log_len(), "the leader executes everything it appends");
             }
         }
-        self.gap.check(self.log.len(), &self.log);
+        self.gap.check(self.log.len(), self.log.last());
         self.sync.check(self.log_len());
         self.vc.check(self.replicas.len());
         self.oum.check_invariants();
     }
 
     fn is_recovering(&self) -> bool {
-        self.status == Status::Retired
+        self.status == Status::Recovering
     }
 
     fn stats(&self) -> &NodeStats {
@@ -543,7 +633,7 @@ impl Node<NoPaxos> for Replica {
     /// when it adopts the next view's log.
     fn state_machine(&self) -> Option<&dyn StateMachine> {
         let committed_only = self.exec.executed() <= self.sync.sync_point;
-        (self.status != Status::Retired && committed_only).then(|| self.exec.state_machine())
+        (self.status != Status::Recovering && committed_only).then(|| self.exec.state_machine())
     }
 
     fn status(&self) -> String {

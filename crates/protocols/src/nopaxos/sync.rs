@@ -40,13 +40,14 @@ pub struct SyncState {
 }
 
 impl SyncState {
-    /// A new view starts with a log of `log_len` slots that every member holds.
-    pub fn start_view(&mut self, log_len: u64, no_ops: impl Iterator<Item = u64>) {
+    /// A new view starts with a log of `log_len` slots that every member holds (so no NO-OP
+    /// of the view is yet to be synchronised).
+    pub fn start_view(&mut self, log_len: u64) {
         self.sync_point = self.sync_point.min(log_len);
         self.prepared = log_len;
         self.view_start = log_len;
         self.acked.clear();
-        self.no_ops = no_ops.filter(|&slot| slot > log_len).collect();
+        self.no_ops.clear();
     }
 
     /// Leader: it appended a NO-OP at `slot`.
@@ -109,12 +110,12 @@ impl Replica {
         if start > self.sync.prepared {
             return Err(DropReason::SyncPrepareFromBeyondWhatWeAgreed);
         }
-        for &slot in no_ops.iter().filter(|&&slot| slot > self.sync.sync_point) {
+        let synced = self.sync.sync_point;
+        for &slot in no_ops.iter().filter(|&&slot| slot > synced) {
             if slot <= self.exec.executed() {
-                self.stats.count("state_reset");
-                self.exec.reset();
+                self.rewind_state(out);
             }
-            self.log[slot as usize - 1] = Entry::NoOp;
+            self.log.set(slot, Entry::NoOp);
         }
         self.sync.prepared = self.sync.prepared.max(through);
         out.send(from, Message::SyncRep { view, through });
@@ -145,6 +146,7 @@ impl Replica {
         if point > self.sync.sync_point {
             self.observe_committed(self.sync.sync_point, point, out);
             self.sync.sync_point = point;
+            self.maybe_truncate();
             self.stats.count("sync");
             out.multicast(&self.others, Message::SyncCommit { view, through: point });
             self.maybe_gap_committed(out);
@@ -171,6 +173,7 @@ impl Replica {
         if self.exec.executed() < point {
             self.execute_through(point, out);
         }
+        self.maybe_truncate();
         Ok(())
     }
 }

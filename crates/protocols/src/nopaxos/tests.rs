@@ -674,3 +674,164 @@ fn scenario_27_session_change_with_silent_tail_loss() {
     cluster.run_for(5_000_000);
     assert_logs_equal(&cluster, &[0, 1, 2]);
 }
+
+// ---- recovery of a restarted replica (§5.2.5, `recovery.rs`) ----------------------------
+
+fn write_all(cluster: &mut Cluster<NoPaxos>, client: NodeId, values: &[&'static str]) {
+    for &value in values {
+        let op = cluster.submit(client, Command::append("k", value));
+        assert!(cluster.run_until(100_000_000, |c| c.result(op).is_some()), "append {value} completes");
+    }
+}
+
+#[test]
+fn recovery_a_restarted_follower_rejoins_with_the_leaders_log() {
+    // Goal: a restarted follower asks for recovery once its incarnation is durable, answers
+    // nothing before it has recovered, installs the leader's log in the current view and then
+    // takes part: with the other follower crashed, it completes the quorum of new requests,
+    // and a later leader crash keeps every write (its recovered log counts in the view change).
+    // Method: 3 replicas; two writes; crash and restart r2; check its durable record and the
+    // recovery; crash r1; two more writes; crash r0 and read from the new view <1,0>... which
+    // needs r1 back, so r1 restarts and recovers too.
+    let mut cluster = cluster(3, 1);
+    let client = cluster.client(0);
+    let (r0, r1, r2) = (cluster.replica(0), cluster.replica(1), cluster.replica(2));
+    write_all(&mut cluster, client, &["1", "2"]);
+    cluster.crash(r2);
+    cluster.restart(r2);
+    assert_eq!(
+        cluster.durable(r2),
+        &[Durable::Launched { incarnation: 0 }, Durable::Launched { incarnation: 1 }],
+        "one record per start"
+    );
+    assert!(cluster.node(r2).is_recovering(), "amnesiac until recovered");
+    assert!(cluster.run_until(50_000_000, |c| !c.node(c.replica(2)).is_recovering()), "r2 recovered");
+    assert_eq!(event(&cluster, r2, "recovered"), 1);
+    assert_eq!(replica(&cluster, 2).status_kind(), Status::Normal);
+    assert_eq!(replica(&cluster, 2).view(), ViewId::new(0, 0));
+    assert_logs_equal(&cluster, &[0, 2]);
+    // r2 now stands in for r1: the leader and r2 are the f + 1.
+    cluster.crash(r1);
+    write_all(&mut cluster, client, &["3", "4"]);
+    assert_logs_equal(&cluster, &[0, 2]);
+    // r1 rejoins; then the leader fails and r1, r2 form <1,0> from their logs.
+    cluster.restart(r1);
+    assert!(cluster.run_until(50_000_000, |c| !c.node(c.replica(1)).is_recovering()), "r1 recovered");
+    cluster.crash(r0);
+    run_until_view(&mut cluster, &[1, 2], ViewId::new(1, 0));
+    let op = cluster.submit(client, Command::get("k"));
+    assert!(cluster.run_until(100_000_000, |c| c.result(op).is_some()));
+    assert_eq!(cluster.result(op), Some(&CommandResult::Value("1234".into())), "no acknowledged write lost");
+    // The old leader comes back as a follower of <1,0>.
+    cluster.restart(r0);
+    assert!(cluster.run_until(50_000_000, |c| !c.node(c.replica(0)).is_recovering()), "r0 recovered");
+    assert_eq!(replica(&cluster, 0).view(), ViewId::new(1, 0));
+    cluster.run_for(5_000_000);
+    assert_logs_equal(&cluster, &[0, 1, 2]);
+}
+
+#[test]
+fn recovery_a_restarted_leader_waits_for_the_next_view() {
+    // Goal: the leader of the highest view among the answers must answer with its log; when
+    // that leader is the recovering replica's own former incarnation, it cannot, so recovery
+    // waits until the others replace it (<1,0>) and recovers from the new leader. Before that
+    // it sends nothing but `Recovery`. Method: crash and restart r0 at once; record what it
+    // sends while recovering.
+    let mut cluster = cluster(3, 1);
+    let client = cluster.client(0);
+    let r0 = cluster.replica(0);
+    write_all(&mut cluster, client, &["1"]);
+    cluster.crash(r0);
+    cluster.restart(r0);
+    cluster.keep_sent_log();
+    assert!(cluster.run_until(200_000_000, |c| !c.node(c.replica(0)).is_recovering()), "r0 recovered");
+    let sent_while_recovering: Vec<&Message> =
+        cluster.sent_log().iter().filter(|e| e.from == r0).map(|e| &e.message).collect();
+    assert!(sent_while_recovering.iter().all(|m| matches!(m, Message::Recovery { .. })), "{sent_while_recovering:?}");
+    assert!(sent_while_recovering.len() >= 2, "asked again while the old view's leader was itself");
+    assert_eq!(replica(&cluster, 0).view(), ViewId::new(1, 0), "recovered into the view that replaced it");
+    assert!(!replica(&cluster, 0).is_leader());
+    let op = cluster.submit(client, Command::get("k"));
+    assert!(cluster.run_until(100_000_000, |c| c.result(op).is_some()));
+    assert_eq!(cluster.result(op), Some(&CommandResult::Value("1".into())));
+}
+
+#[test]
+fn recovery_answers_of_an_earlier_incarnation_and_malformed_ones_are_dropped() {
+    // Goal: the nonce keeps answers to an earlier incarnation out; a state that does not fit
+    // its log is dropped, counted, not a panic. Method: restart r2 twice; inject an answer
+    // carrying the first restart's nonce, and one with a session-msg-num beyond its log.
+    let mut cluster = cluster(3, 1);
+    let (r0, r2) = (cluster.replica(0), cluster.replica(2));
+    cluster.crash(r2);
+    cluster.restart(r2);
+    cluster.crash(r2);
+    cluster.restart(r2);
+    assert_eq!(cluster.durable(r2).last(), Some(&Durable::Launched { incarnation: 2 }));
+    let state = super::messages::RecoveryState {
+        session_msg_num: 5,
+        sync_point: 0,
+        log: std::sync::Arc::new(super::log::Log::default()),
+    };
+    let view = ViewId::new(0, 0);
+    cluster.inject(r0, r2, Message::RecoveryResponse { view, nonce: 1, state: None });
+    cluster.inject(r0, r2, Message::RecoveryResponse { view, nonce: 2, state: Some(state) });
+    cluster.deliver_all_where(|e| e.to == r2 && matches!(e.message, Message::RecoveryResponse { .. }) && e.from == r0);
+    let dropped = &cluster.stats(r2).dropped;
+    assert_eq!(dropped.get("recovery response of another incarnation").copied(), Some(1), "{dropped:?}");
+    assert_eq!(dropped.get("malformed recovery response").copied(), Some(1), "{dropped:?}");
+    assert!(cluster.run_until(50_000_000, |c| !c.node(c.replica(2)).is_recovering()));
+}
+
+// ---- bounded memory: checkpoints and log truncation (`log.rs`) -----------------------------
+
+#[test]
+fn bounded_log_over_a_minute_with_crashes_recovery_and_a_view_change() {
+    // Goal: the entries a replica holds stay under a bound fixed by `checkpoint_interval` over
+    // 60 s of simulated time, while the log itself grows without bound; a restarted replica
+    // recovers from a checkpoint and a suffix; a view change merges truncated logs; nothing
+    // acknowledged is lost. Method: 3 replicas, checkpoint_interval 16, one client incrementing
+    // a counter every 5 ms for 60 s; r2 down from 20 s to 25 s, the leader r0 down from 40 s
+    // to 45 s; sample every replica's held entries after every operation.
+    let config = Config { checkpoint_interval: 16, ..Config::default() };
+    let topology = Layout::new(3, 1).topology::<NoPaxos>(&config);
+    let mut cluster = Cluster::with_topology(topology, config, 1);
+    cluster.deliver_all();
+    let client = cluster.client(0);
+    let (r0, r2) = (cluster.replica(0), cluster.replica(2));
+    let mut acknowledged = 0;
+    let mut held_max = 0;
+    // Entries past the sync-point are at most what one heartbeat appends here (one or two),
+    // so 2 intervals plus a margin.
+    let bound = 2 * 16 + 8;
+    while cluster.now_ns() < 60_000_000_000 {
+        let second = cluster.now_ns() / 1_000_000_000;
+        match second {
+            20 if cluster.is_up(r2) => cluster.crash(r2),
+            25 if !cluster.is_up(r2) => cluster.restart(r2),
+            40 if cluster.is_up(r0) => cluster.crash(r0),
+            45 if !cluster.is_up(r0) => cluster.restart(r0),
+            _ => {}
+        }
+        let op = cluster.submit(client, Command::IncrBy { key: "n".into(), delta: 1 });
+        assert!(cluster.run_until(1_000_000_000, |c| c.result(op).is_some()), "op at {second} s completes");
+        acknowledged += 1;
+        for rank in 0..3 {
+            if cluster.is_up(cluster.replica(rank)) {
+                let held = replica(&cluster, rank).log().len();
+                held_max = held_max.max(held);
+                assert!(held <= bound, "r{rank} holds {held} entries at {second} s (bound {bound})");
+            }
+        }
+        cluster.advance(5_000_000);
+    }
+    let op = cluster.submit(client, Command::IncrBy { key: "n".into(), delta: 0 });
+    assert!(cluster.run_until(1_000_000_000, |c| c.result(op).is_some()));
+    assert_eq!(cluster.result(op), Some(&CommandResult::Integer(acknowledged)), "every increment counted once");
+    let leader = replica(&cluster, 1);
+    assert_eq!(leader.view(), ViewId::new(1, 0), "the view change happened");
+    assert!(leader.log_base() > 10_000, "the log grew to {} slots, truncated", leader.log_base());
+    assert!(event(&cluster, r2, "recovered") == 1 && event(&cluster, r0, "recovered") == 1);
+    assert!(event(&cluster, r2, "checkpoint_installed") >= 1, "r2 recovered from a checkpoint");
+    eprintln!("held at most {held_max} entries of {} slots", leader.log_base() + leader.log().len() as u64);
+}

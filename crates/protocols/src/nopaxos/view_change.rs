@@ -26,6 +26,7 @@
 //! requests the new view dropped, §5.3) discards its state and executes the agreed log again.
 
 use super::gap_agreement::Gap;
+use super::log::Log;
 use super::messages::{Entry, Message, SharedLog, ViewId};
 use super::replica::{DropReason, Handled, Replica, Status};
 use super::{Flaw, NoPaxos};
@@ -157,7 +158,7 @@ impl Replica {
         if !self.others.contains(&from) {
             return Err(DropReason::SenderIsNotAnotherReplica);
         }
-        if session_msg_num > log.len() as u64 || !last_normal.covered_by(view) {
+        if session_msg_num > log.len() || !last_normal.covered_by(view) {
             return Err(DropReason::MalformedViewChange);
         }
         if !view.covered_by(self.view) {
@@ -176,14 +177,9 @@ impl Replica {
                 Ok(())
             }
             Status::Normal => {
-                // The sender missed our StartView. It gets the log as it is now, with the OUM
-                // position that goes with it: every entry appended since the view started is
-                // the leader's, at the position the sender would have taken it, so this is the
-                // StartView plus what the sender would have logged since (a state transfer).
-                let session_msg_num = self.log_len() - self.session_base;
-                let log = Arc::new(self.log.clone());
+                // The sender missed our StartView: it gets the log as it is now.
                 self.stats.count("start_view_to_late_replica");
-                out.send(from, Message::StartView { view, session_msg_num, log });
+                out.send(from, self.current_log_message());
                 Ok(())
             }
             _ => Err(DropReason::NotChangingView),
@@ -200,25 +196,41 @@ impl Replica {
         }
         let (session_msg_num, merged) = self.merge();
         let log: SharedLog = Arc::new(merged);
-        out.multicast(&self.others, Message::StartView { view: self.view, session_msg_num, log: log.clone() });
-        self.vc.unacked = self.others.iter().copied().collect();
-        self.vc.start_view = Some((session_msg_num, log.clone()));
-        self.vc.resent_ns = now;
+        let view = self.view;
         self.vc.offers.clear();
-        self.install_view(self.view, session_msg_num, log.as_ref().clone(), now, out);
+        if let Err(reason) = self.install_view(view, session_msg_num, log.as_ref().clone(), now, out) {
+            // The checkpoint taken does not decode: this view cannot start here; the view
+            // change times out into the next one.
+            self.stats.drop_input(reason.name());
+            return;
+        }
+        // Installing consumes buffered OUM messages, which may already have moved this replica
+        // on to a later view (SESSION-TERMINATED): the StartView names the view it merged, and
+        // the resend bookkeeping belongs to that view only.
+        out.multicast(&self.others, Message::StartView { view, session_msg_num, log: log.clone() });
+        if self.view == view && self.status == Status::Normal {
+            self.vc.unacked = self.others.iter().copied().collect();
+            self.vc.start_view = Some((session_msg_num, log));
+            self.vc.resent_ns = now;
+        }
     }
 
     /// The merge rule (see the module docs). Returns the session-msg-num and the log.
-    fn merge(&self) -> (u64, Vec<Entry>) {
+    ///
+    /// Offers may be truncated at different slots; every truncated slot is committed, so the
+    /// highest checkpoint among the selected offers starts the merged log and the rule applies
+    /// to the slots after it, which every selected offer long enough holds.
+    fn merge(&self) -> (u64, Log) {
         let best = self.vc.offers.values().map(|offer| offer.last_normal).max_by_key(|v| v.rank()).expect("offers");
         let selected: Vec<&Offer> = self.vc.offers.values().filter(|offer| offer.last_normal == best).collect();
         let longest = selected.iter().max_by_key(|offer| offer.log.len()).expect("the best view has an offer");
-        let mut merged = Vec::with_capacity(longest.log.len());
-        for index in 0..longest.log.len() {
+        let checkpoint = selected.iter().map(|offer| &offer.log.checkpoint).max_by_key(|c| c.slot).expect("offers");
+        let mut merged = Log { checkpoint: checkpoint.clone(), entries: Vec::new() };
+        for slot in merged.base() + 1..=longest.log.len() {
             let mut no_op = false;
             let mut request = None;
             for offer in &selected {
-                match offer.log.get(index) {
+                match offer.log.get(slot) {
                     Some(Entry::NoOp) => no_op = true,
                     Some(entry) if request.is_none() => request = Some(entry.clone()),
                     _ => {}
@@ -244,18 +256,24 @@ impl Replica {
         if !self.others.contains(&from) || from != self.leader_of(view) {
             return Err(DropReason::StartViewNotFromTheViewSLeader);
         }
-        if session_msg_num > log.len() as u64 {
+        if session_msg_num > log.len() {
             return Err(DropReason::MalformedStartView);
         }
-        if view == self.view && self.status == Status::Normal {
+        // The leader's current log for a follower behind its checkpoint (`log.rs`): never a
+        // duplicate of the StartView this replica installed, whose checkpoint it covers.
+        let transfer = view == self.view && self.status == Status::Normal && log.base() > self.log_len();
+        if view == self.view && self.status == Status::Normal && !transfer {
             out.send(from, Message::StartViewAck { view });
             return Err(DropReason::StartViewOfTheCurrentView);
         }
-        let accept = self.view.below(view) || (view == self.view && self.status == Status::ViewChange);
+        let accept = transfer || self.view.below(view) || (view == self.view && self.status == Status::ViewChange);
         if !accept {
             return Err(DropReason::StartViewOfAnOlderOrIncomparableView);
         }
-        self.install_view(view, session_msg_num, log.as_ref().clone(), now, out);
+        if transfer {
+            self.stats.count("state_transfer");
+        }
+        self.install_view(view, session_msg_num, log.as_ref().clone(), now, out)?;
         out.send(from, Message::StartViewAck { view });
         Ok(())
     }
@@ -289,20 +307,33 @@ impl Replica {
     /// §5.2.3 step 3: installs the view's log, listens at its OUM position, executes (the
     /// leader all of it, a follower up to its sync-point), and replies for the requests past the
     /// sync-point so their clients can complete in this view.
+    ///
+    /// The state is kept when it covers the new log's checkpoint and what it executed past its
+    /// own sync-point (speculatively, as a leader) is what the new log holds there; slots up to
+    /// the sync-point are committed, the same in every later view. Otherwise it is rebuilt
+    /// from the new log's checkpoint (an error if that does not decode; nothing changes then).
     pub(super) fn install_view(
         &mut self,
         view: ViewId,
         session_msg_num: u64,
-        log: Vec<Entry>,
+        log: Log,
         now: u64,
         out: &mut Outbox<NoPaxos>,
-    ) {
-        assert!(session_msg_num <= log.len() as u64, "the OUM position is within the log");
-        let executed = self.exec.executed() as usize;
-        let diverged = executed > log.len() || (0..executed).any(|i| log[i].id() != self.log[i].id());
-        if diverged {
-            self.stats.count("state_reset");
-            self.exec.reset();
+    ) -> Handled {
+        assert!(session_msg_num <= log.len(), "the OUM position is within the log");
+        let executed = self.exec.executed();
+        let synced = self.sync.sync_point;
+        let speculative_kept =
+            (synced + 1..=executed).all(|slot| log.get(slot).map(Entry::id) == self.log.get(slot).map(Entry::id));
+        let keep = executed >= log.base() && executed <= log.len() && (executed <= synced || speculative_kept);
+        if !keep {
+            let restored = self.exec.restored(&log.checkpoint).map_err(|_| DropReason::MalformedCheckpoint)?;
+            self.stats.count(if executed > synced && !speculative_kept {
+                "state_reset"
+            } else {
+                "checkpoint_installed"
+            });
+            self.exec = restored;
         }
         self.log = log;
         self.view = view;
@@ -312,19 +343,22 @@ impl Replica {
         self.session_base = self.log_len() - session_msg_num;
         self.gap = Gap::None;
         self.lookup_ahead = None;
-        let no_ops: Vec<u64> = (1..=self.log_len()).filter(|&slot| self.log[slot as usize - 1].is_no_op()).collect();
-        self.sync.start_view(self.log_len(), no_ops.into_iter());
+        self.sync.start_view(self.log_len());
+        // The checkpoint's slots are committed.
+        self.sync.sync_point = self.sync.sync_point.max(self.log.base());
         self.heard_from_leader_ns = now;
         self.leader_timeout_ns = self.random_timeout();
         self.stats.count("view_started");
         let through = if self.is_leader() { self.log_len() } else { self.sync.sync_point.min(self.log_len()) };
         self.execute_through(through.max(self.exec.executed()), out);
         for slot in self.sync.sync_point + 1..=self.log_len() {
-            if let Some(id) = self.log[slot as usize - 1].id() {
+            if let Some(id) = self.log.at(slot).id() {
                 let result = self.result_for(slot);
                 out.send(id.client.node(), Message::Reply { view, slot, id, result });
             }
         }
+        self.maybe_truncate();
         self.pump(now, out);
+        Ok(())
     }
 }
