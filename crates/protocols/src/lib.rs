@@ -15,6 +15,7 @@ pub mod multipaxos;
 pub mod nezha;
 pub mod nopaxos;
 pub mod slot_window;
+pub mod swiftpaxos;
 pub mod tempo;
 pub mod testkit;
 pub mod unreplicated;
@@ -84,6 +85,7 @@ registry! {
     nezha::Nezha => canary: false,
     tempo::Tempo => canary: false,
     nopaxos::NoPaxos => canary: false,
+    swiftpaxos::SwiftPaxos => canary: false,
     #[cfg(feature = "canary")]
     multipaxos::MultiPaxosEarlyReply => canary: true,
     #[cfg(feature = "canary")]
@@ -98,4 +100,6 @@ registry! {
     tempo::TempoMinorityStability => canary: true,
     #[cfg(feature = "canary")]
     nopaxos::NoPaxosRequestOverNoOp => canary: true,
+    #[cfg(feature = "canary")]
+    swiftpaxos::SwiftPaxosSingleVote => canary: true,
 }

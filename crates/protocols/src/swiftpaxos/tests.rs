@@ -1,0 +1,1 @@
+//! SwiftPaxos tests: spec §12 scenarios on the testkit.
