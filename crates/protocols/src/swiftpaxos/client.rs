@@ -68,6 +68,11 @@ impl Client {
         }
     }
 
+    /// The id this client's commands carry.
+    pub fn client_id(&self) -> ClientId {
+        self.id
+    }
+
     fn send(&self, out: &mut Outbox<SwiftPaxos>) {
         let outstanding = self.outstanding.as_ref().expect("outstanding");
         let message = Message::Propagate { id: outstanding.id, command: outstanding.command.clone() };

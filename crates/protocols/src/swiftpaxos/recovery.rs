@@ -246,32 +246,39 @@ impl Replica {
         let candidates: BTreeSet<RequestId> =
             by_rank.values().flat_map(|entries| entries.keys().copied()).filter(|id| !new.contains_key(id)).collect();
         let fast_quorums = self.quorums.fast_quorums(b_max);
+        let mut recovered_fast = Vec::new();
         for id in candidates {
             let Some((command, deps)) = fast_quorums.iter().find_map(|quorum| agreed(id, quorum, &by_rank, &in_u))
             else {
                 continue;
             };
-            let mut deps: BTreeSet<RequestId> = deps.iter().copied().collect();
-            // The extra term keeps Invariant 2: order `id` after every conflicting command
-            // already kept that it is not ordered with yet (§4.2). Proposals are transitively
-            // reduced (`conflicts.rs`), so "ordered" means reachable either way, not a direct
-            // edge: a direct edge to a command `id` already follows through another would change
-            // the dependencies a fast quorum may have committed `id` with.
+            command.for_each_key(|key| index.entry(key.clone()).or_default().push(id));
+            new.insert(id, (Phase::Accept, command, deps.into_iter().filter(|dep| *dep != id).collect()));
+            recovered_fast.push(id);
+        }
+        // The extra term of L61 keeps Invariant 2: order each command recovered this way after
+        // every conflicting command kept that it is not ordered with yet (§4.2). It is
+        // evaluated once every such command is in (a command recovered later could otherwise
+        // be missing from the graph the first one's order is judged in). Proposals are
+        // transitively reduced (`conflicts.rs`), so "ordered" means reachable either way, not a
+        // direct edge: a direct edge to a command already reached would change the
+        // dependencies a fast quorum may have committed with.
+        for id in recovered_fast {
+            let command = new[&id].1.clone();
             let mut others = BTreeSet::new();
             command.for_each_key(|key| others.extend(index.get(key).into_iter().flatten().copied()));
-            let below = reachable(&new, deps.iter().copied());
+            let below = reachable(&new, new[&id].2.iter().copied());
+            let mut extra = Vec::new();
             for other in others {
                 let (_, their_command, _) = &new[&other];
                 if other == id || their_command.commutes_with(&command) || below.contains(&other) {
                     continue;
                 }
                 if !reaches_uncommitted(&new, other, id) {
-                    deps.insert(other);
+                    extra.push(other);
                 }
             }
-            deps.remove(&id);
-            command.for_each_key(|key| index.entry(key.clone()).or_default().push(id));
-            new.insert(id, (Phase::Accept, command, deps));
+            new.get_mut(&id).expect("recovered").2.extend(extra);
         }
         // L62–L63: a dependency nobody kept could not have committed.
         let kept: BTreeSet<RequestId> = new.keys().copied().collect();
