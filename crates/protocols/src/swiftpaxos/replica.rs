@@ -812,7 +812,7 @@ impl Node<SwiftPaxos> for Replica {
         // so that checking stays linear in the run, not quadratic.
         let checks = self.checks.get();
         self.checks.set(checks + 1);
-        if checks % 1024 == 0 {
+        if checks.is_multiple_of(1024) {
             self.execution.executor.check_invariants();
         }
         assert!(self.ballots.cbal <= self.ballots.bal, "cbal ≤ bal");
