@@ -362,3 +362,140 @@ fn paths_tell_a_trimmed_end_from_a_complete_one() {
     assert_ne!(accepted, proposed);
     assert_eq!(accepted, again, "below a trimmed end nothing counts");
 }
+
+#[test]
+fn scenario_4_contention_free_conflicts_stay_fast() {
+    // Goal: conflicting commands that reach every replica in one order (a client's sequence)
+    // commit on the fast path, each depending on the previous (Lemma 1). Method: five writes of
+    // one key from one client, one after the other.
+    let mut cluster = Cluster::<SwiftPaxos>::new(5, 1, Config::default());
+    let client = cluster.client(0);
+    for value in 0..5 {
+        let op = cluster.submit(client, Command::set("k", value.to_string()));
+        cluster.deliver_all();
+        assert_eq!(cluster.result(op), Some(&CommandResult::Ok));
+    }
+    assert_eq!(event(&cluster, client, "client_fast"), 5, "every command took the fast path");
+    let leader = committed_deps(&cluster, 0);
+    assert_eq!(leader.values().filter(|deps| deps.len() == 1).count(), 4, "each depends on the previous");
+    for rank in 1..5 {
+        assert_eq!(committed_deps(&cluster, rank), leader, "Inv 1 at rank {rank}");
+    }
+}
+
+#[test]
+fn scenario_8_diamond_dependencies() {
+    // Goal: x ⋈ y and y ⋈ z with x, z commuting: dep[y] = {x, z}, dep[x] = dep[z] = ∅.
+    // Method: SET a, SET b, then MSET a b, each delivered before the next.
+    let mut cluster = Cluster::<SwiftPaxos>::new(3, 3, Config::default());
+    let x = cluster.submit(cluster.client(0), Command::set("a", "1"));
+    cluster.deliver_all();
+    let z = cluster.submit(cluster.client(1), Command::set("b", "1"));
+    cluster.deliver_all();
+    let mset = Command::MSet { pairs: vec![("a".into(), "2".into()), ("b".into(), "2".into())] };
+    let y = cluster.submit(cluster.client(2), mset);
+    cluster.deliver_all();
+    for op in [x, y, z] {
+        assert_eq!(cluster.result(op), Some(&CommandResult::Ok));
+    }
+    let deps = committed_deps(&cluster, 0);
+    let sizes: Vec<usize> = deps.values().map(BTreeSet::len).collect();
+    assert_eq!(sizes.iter().filter(|&&n| n == 0).count(), 2, "x and z depend on nothing");
+    assert_eq!(sizes.iter().filter(|&&n| n == 2).count(), 1, "y depends on both");
+}
+
+#[test]
+fn scenario_9_and_10_leader_fast_ack_waits_for_its_precondition() {
+    // Goal: L23: a follower holds the leader's FastAck for z until x ∈ D(z) is accepted, and a
+    // leader FastAck that arrives before the Propagate waits for it. Method: two writes of one
+    // key; follower 1 gets the leader's FastAck for z first, then both FastAcks before any
+    // Propagate.
+    let mut cluster = Cluster::<SwiftPaxos>::new(3, 2, Config::default());
+    let (a, b) = (cluster.client(0), cluster.client(1));
+    let (leader, follower) = (cluster.replica(0), cluster.replica(1));
+    let x = cluster.submit(a, Command::set("k", "x"));
+    let z = cluster.submit(b, Command::set("k", "z"));
+    assert!(cluster.deliver_first(|e| is_propagate_to(e, leader) && e.from == a));
+    assert!(cluster.deliver_first(|e| is_propagate_to(e, leader) && e.from == b));
+    let leader_ack =
+        |e: &Envelope<SwiftPaxos>| e.from == leader && e.to == follower && matches!(e.message, Message::FastAck { .. });
+    let acks: Vec<u64> = cluster.pending().filter(|e| leader_ack(e)).map(|e| e.id).collect();
+    assert_eq!(acks.len(), 2);
+    assert!(cluster.deliver(acks[1]), "z's FastAck first (non-FIFO)");
+    assert!(cluster.deliver(acks[0]));
+    let waiting = &replica(&cluster, 1).awaiting;
+    assert_eq!(waiting.len(), 2, "both wait for their Propagate (L23: id ∈ PreAccept)");
+    cluster.deliver_all();
+    assert_eq!(cluster.result(x), Some(&CommandResult::Ok));
+    assert_eq!(cluster.result(z), Some(&CommandResult::Ok));
+    assert_eq!(committed_deps(&cluster, 1), committed_deps(&cluster, 0), "the follower follows the leader");
+}
+
+#[test]
+fn scenario_16_to_20_leader_crash_at_every_point() {
+    // Goal: whatever the leader had sent when it crashed (before any FastAck, after a fast or
+    // slow commit at one replica, after a Reply, after the client accepted), recovery keeps
+    // every command that may have committed with its dependencies, the clients complete and
+    // the survivors agree. The global checker (Inv 1, 7, 14, Nontriviality) runs throughout.
+    // Method: three conflicting commands from three clients; for k = 0..60, deliver k messages
+    // in FIFO order, crash the leader, and run for two seconds.
+    for k in 0..60 {
+        let mut cluster = Cluster::<SwiftPaxos>::new(5, 3, Config::default());
+        let ops: Vec<u64> = (0..3)
+            .map(|i| cluster.submit(cluster.client(i), Command::IncrBy { key: "n".into(), delta: 1 << i }))
+            .collect();
+        for _ in 0..k {
+            cluster.deliver_next();
+        }
+        cluster.crash(cluster.replica(0));
+        cluster.run_for(2_000_000_000);
+        for &op in &ops {
+            assert!(cluster.result(op).is_some(), "k = {k}: op {op} completed");
+        }
+        let digests: Vec<_> = (1..5).map(|r| replica(&cluster, r).execution.state_machine.key_digests()).collect();
+        assert!(digests.windows(2).all(|w| w[0] == w[1]), "k = {k}: the survivors agree");
+        assert_eq!(replica(&cluster, 1).execution.executed, 3, "k = {k}: each command ran once");
+    }
+}
+
+#[test]
+fn scenario_24_stale_ballot_acks_are_dropped() {
+    // Goal: acks of an older ballot change nothing after a ballot change (L23, L31). Method:
+    // crash the leader, let replica 1 take over, inject ballot-0 acks.
+    let mut cluster = Cluster::<SwiftPaxos>::new(5, 1, Config::default());
+    cluster.crash(cluster.replica(0));
+    cluster.run_for(200_000_000);
+    assert!(replica(&cluster, 2).ballots.bal > 0);
+    let stale = id(999, 1);
+    let (r1, r2) = (cluster.replica(1), cluster.replica(2));
+    cluster.inject(r1, r2, Message::SlowAck { ballot: 0, id: stale });
+    cluster.inject(r1, r2, Message::FastAck { ballot: 0, id: stale, deps: vec![], paths: 0 });
+    cluster.deliver_all();
+    let dropped = &cluster.stats(r2).dropped;
+    assert_eq!(dropped.get("slow ack of an older ballot"), Some(&1));
+    assert_eq!(dropped.get("fast ack of an older ballot"), Some(&1));
+    assert!(!replica(&cluster, 2).instances.contains_key(&stale), "no trace of the stale command");
+}
+
+#[test]
+fn scenario_25_and_26_follower_crashes() {
+    // Goal: under C2, two crashed followers (one in the fast quorum) leave no fast path but
+    // commands commit through slow quorums; under C1 one crashed follower leaves the fast path
+    // open (§5.5). Method: one command each way, timers not run (no ballot change).
+    let mut cluster = Cluster::<SwiftPaxos>::new(5, 1, Config::default());
+    cluster.crash(cluster.replica(2));
+    cluster.crash(cluster.replica(4));
+    let op = cluster.submit(cluster.client(0), Command::set("k", "v"));
+    cluster.deliver_all();
+    assert_eq!(cluster.result(op), Some(&CommandResult::Ok));
+    assert_eq!(event(&cluster, cluster.client(0), "client_fast"), 0);
+    assert_eq!(event(&cluster, cluster.client(0), "client_slow"), 1);
+
+    let config = Config { quorum_system: QuorumSystem::C1, ..Config::default() };
+    let mut cluster = Cluster::<SwiftPaxos>::new(5, 1, config);
+    cluster.crash(cluster.replica(4));
+    let op = cluster.submit(cluster.client(0), Command::set("k", "v"));
+    cluster.deliver_all_where(|e| !matches!(e.message, Message::SlowAck { .. }));
+    assert_eq!(cluster.result(op), Some(&CommandResult::Ok), "fast path with 4 of 5");
+    assert_eq!(event(&cluster, cluster.client(0), "client_fast"), 1);
+}
