@@ -499,3 +499,29 @@ fn scenario_25_and_26_follower_crashes() {
     assert_eq!(cluster.result(op), Some(&CommandResult::Ok), "fast path with 4 of 5");
     assert_eq!(event(&cluster, cluster.client(0), "client_fast"), 1);
 }
+
+#[test]
+fn scenario_13_command_missing_at_the_leader_is_reproposed() {
+    // Goal: followers that got a command the leader never received re-propose it to the leader
+    // after a time-out (§4.3), and it commits; a later conflicting command is not blocked.
+    // Method: the client's Propagate reaches followers 1 and 2 only; its retries
+    // that come later are dropped.
+    let mut cluster = Cluster::<SwiftPaxos>::new(5, 2, Config::default());
+    let (client, other) = (cluster.client(0), cluster.client(1));
+    let (r1, r2) = (cluster.replica(1), cluster.replica(2));
+    let op = cluster.submit(client, Command::set("k", "1"));
+    cluster.drop_where(|e| e.from == client && e.to != r1 && e.to != r2);
+    cluster.deliver_all_where(|e| e.from == client);
+    // Run until a follower re-proposed (after 10 ms, before the client's first retry at 40 ms).
+    let reproposed = cluster.run_until(200_000_000, |c| {
+        c.stats(r1).events.contains_key("repropose") || c.stats(r2).events.contains_key("repropose")
+    });
+    assert!(reproposed, "a follower re-proposed");
+    cluster.drop_where(|e| e.from == client);
+    cluster.run_for(100_000_000);
+    let later = cluster.submit(other, Command::get("k"));
+    cluster.run_for(300_000_000);
+    assert!(cluster.result(later).is_some(), "the later conflicting command completed");
+    assert_eq!(replica(&cluster, 0).execution.executed, 2, "both ran at the leader");
+    assert!(cluster.result(op).is_some(), "the re-proposed command completed");
+}
