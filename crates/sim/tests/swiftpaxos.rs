@@ -47,7 +47,7 @@ fn single_vote_canary_is_caught() {
 fn campaign_with_five_replicas() {
     // Goal: safety and progress with f = 2 under the harness' faults. Method: the first seeds of
     // the campaign with five replicas (the CLI runs 300: docs/reproduce/swiftpaxos.md).
-    for seed in 1..=4 {
+    for seed in 1..=2 {
         let report = with_protocol("swiftpaxos", Run(campaign(seed, 5))).unwrap();
         assert!(report.violation().is_none(), "seed {seed}: {:?}", report.violation());
         assert!(report.committed > 0, "seed {seed}: nothing committed");
