@@ -17,6 +17,7 @@ pub mod multipaxos;
 pub mod nezha;
 pub mod nopaxos;
 pub mod slot_window;
+pub mod swiftpaxos;
 pub mod tempo;
 pub mod testkit;
 pub mod unreplicated;
@@ -88,6 +89,7 @@ registry! {
     nopaxos::NoPaxos => canary: false,
     chora::Chora => canary: false,
     mencius::Mencius => canary: false,
+    swiftpaxos::SwiftPaxos => canary: false,
     #[cfg(feature = "canary")]
     multipaxos::MultiPaxosEarlyReply => canary: true,
     #[cfg(feature = "canary")]
@@ -106,4 +108,6 @@ registry! {
     chora::ChoraCommitBelowQuorum => canary: true,
     #[cfg(feature = "canary")]
     mencius::MenciusAckAnyChosen => canary: true,
+    #[cfg(feature = "canary")]
+    swiftpaxos::SwiftPaxosSingleVote => canary: true,
 }

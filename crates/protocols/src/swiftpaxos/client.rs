@@ -1,0 +1,213 @@
+//! The SwiftPaxos client (Figure 3, L1–L5; §3.5): it sends each command to every replica and
+//! takes the leader's optimistic result once a fast quorum's followers reported the leader's
+//! dependency *paths* (or adopted its proposal), or once a slow quorum's followers adopted it.
+//! It also takes the result of an actual execution from any replica (`Executed`: the co-located
+//! client's answer, and the answer to a retry of a command that ran). It never mixes ballots.
+//! A command unanswered for `client_retry_ns` is sent again with the same id; replicas run an
+//! id at most once (L7, and `Exec` never shrinks).
+
+use super::checker::Observation;
+use super::messages::{Deps, Message};
+use super::quorums::Quorums;
+use super::{Config, Flaw, SwiftPaxos, Timer};
+use crate::multipaxos::checker::execution_digest;
+use ordo_core::{
+    ClientId, ClockReading, Command, CommandResult, Destinations, Node, NodeContext, NodeId, NodeStats, Outbox,
+    RequestId, Submission,
+};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// What the client heard in one ballot.
+#[derive(Clone, Debug, Default)]
+struct View {
+    /// The leader's Reply: its dependencies, paths digest and optimistic result.
+    reply: Option<(Deps, u64, CommandResult)>,
+    /// Followers' FastAcks, by rank.
+    fast: BTreeMap<usize, (Deps, u64)>,
+    /// Followers' SlowAcks.
+    slow: BTreeSet<usize>,
+}
+
+/// The command the client waits on.
+struct Outstanding {
+    op: u64,
+    id: RequestId,
+    command: Command,
+    views: BTreeMap<u64, View>,
+}
+
+/// Ballots a client keeps views of; an older one is dropped (its acks can no longer help once
+/// replicas moved on).
+const VIEWS_MAX: usize = 8;
+
+/// A SwiftPaxos client.
+pub struct Client {
+    id: ClientId,
+    replicas: Destinations,
+    quorums: Quorums,
+    config: Config,
+    flaw: Flaw,
+    next_number: u64,
+    outstanding: Option<Outstanding>,
+    stats: NodeStats,
+}
+
+impl Client {
+    /// A client with nothing outstanding.
+    pub(crate) fn new(context: NodeContext<SwiftPaxos>, flaw: Flaw) -> Self {
+        let config = context.config.scaled(&context.topology);
+        Client {
+            id: context.client_id(),
+            replicas: context.topology.replicas().clone(),
+            quorums: Quorums::new(&context.topology, &config),
+            config,
+            flaw,
+            next_number: 1,
+            outstanding: None,
+            stats: NodeStats::default(),
+        }
+    }
+
+    /// The id this client's commands carry.
+    pub fn client_id(&self) -> ClientId {
+        self.id
+    }
+
+    fn send(&self, out: &mut Outbox<SwiftPaxos>) {
+        let outstanding = self.outstanding.as_ref().expect("outstanding");
+        let message = Message::Propagate { id: outstanding.id, command: outstanding.command.clone() };
+        out.multicast(&self.replicas, message);
+        out.set_timer(Timer::ClientRetry, self.config.client_retry_ns);
+    }
+
+    fn view(&mut self, id: RequestId, ballot: u64) -> Result<&mut View, &'static str> {
+        let Some(outstanding) = &mut self.outstanding else { return Err("message while nothing is outstanding") };
+        if outstanding.id != id {
+            return Err("message for a command no longer outstanding");
+        }
+        if !outstanding.views.contains_key(&ballot) && outstanding.views.len() >= VIEWS_MAX {
+            let oldest = *outstanding.views.keys().next().expect("non-empty");
+            if oldest > ballot {
+                return Err("message of a ballot older than every one kept");
+            }
+            outstanding.views.remove(&oldest);
+        }
+        Ok(outstanding.views.entry(ballot).or_default())
+    }
+
+    /// L3–L5 for ballot `ballot`.
+    fn maybe_deliver(&mut self, ballot: u64, out: &mut Outbox<SwiftPaxos>) {
+        let outstanding = self.outstanding.as_ref().expect("a message for the outstanding command");
+        let view = &outstanding.views[&ballot];
+        let Some((deps, paths, result)) = &view.reply else { return };
+        let matches = |rank: usize| {
+            view.slow.contains(&rank)
+                || view.fast.get(&rank).is_some_and(|(their_deps, their_paths)| match self.flaw {
+                    // The canary compares direct dependencies only (spec scenario 6).
+                    Flaw::DirectDeps => their_deps == deps,
+                    _ => their_paths == paths,
+                })
+        };
+        let fast = self.quorums.fast_quorum_met(ballot, matches);
+        let slow = self.quorums.slow_quorum_met(view.slow.len());
+        if !(fast || slow) {
+            return;
+        }
+        self.stats.count(if fast { "client_fast" } else { "client_slow" });
+        let result = result.clone();
+        let (op, id) = (outstanding.op, outstanding.id);
+        out.observe(Observation::Accepted { ballot, id, digest: execution_digest(true, Some(&result)) });
+        self.finish(op, result, out);
+    }
+
+    fn finish(&mut self, op: u64, result: CommandResult, out: &mut Outbox<SwiftPaxos>) {
+        out.complete(op, result);
+        out.cancel_timer(Timer::ClientRetry);
+        self.outstanding = None;
+    }
+
+    fn rank(&self, node: NodeId) -> Option<usize> {
+        self.replicas.iter().position(|&replica| replica == node)
+    }
+
+    fn handle(&mut self, from: NodeId, message: Message, out: &mut Outbox<SwiftPaxos>) -> Result<(), &'static str> {
+        let Some(rank) = self.rank(from) else { return Err("message from a node that is not a replica") };
+        match message {
+            Message::Reply { ballot, id, deps, paths, result } => {
+                if self.quorums.leader(ballot) != rank {
+                    return Err("reply from a replica that does not lead its ballot");
+                }
+                self.view(id, ballot)?.reply = Some((deps, paths, result));
+                self.maybe_deliver(ballot, out);
+            }
+            Message::FastAck { ballot, id, deps, paths } => {
+                if self.quorums.leader(ballot) == rank {
+                    return Err("the leader's fast ack is its reply");
+                }
+                self.view(id, ballot)?.fast.insert(rank, (deps, paths));
+                self.maybe_deliver(ballot, out);
+            }
+            Message::SlowAck { ballot, id } => {
+                if self.quorums.leader(ballot) == rank {
+                    return Err("slow ack from the leader");
+                }
+                self.view(id, ballot)?.slow.insert(rank);
+                self.maybe_deliver(ballot, out);
+            }
+            Message::Executed { id, result } => {
+                let Some(outstanding) = &self.outstanding else { return Err("result while nothing is outstanding") };
+                if outstanding.id != id {
+                    return Err("result of a command no longer outstanding");
+                }
+                self.stats.count("client_executed");
+                let op = outstanding.op;
+                out.observe(Observation::Delivered { id, digest: execution_digest(true, Some(&result)) });
+                self.finish(op, result, out);
+            }
+            _ => return Err("replica-only message sent to a client"),
+        }
+        Ok(())
+    }
+}
+
+impl Node<SwiftPaxos> for Client {
+    fn on_start(&mut self, _now: ClockReading, _out: &mut Outbox<SwiftPaxos>) {}
+
+    fn on_submit(&mut self, _now: ClockReading, submission: Submission, out: &mut Outbox<SwiftPaxos>) {
+        let id = RequestId { client: self.id, number: self.next_number };
+        self.next_number += 1;
+        self.outstanding =
+            Some(Outstanding { op: submission.op, id, command: submission.command, views: BTreeMap::new() });
+        self.send(out);
+    }
+
+    fn on_message(&mut self, _now: ClockReading, from: NodeId, message: Message, out: &mut Outbox<SwiftPaxos>) {
+        if let Err(reason) = self.handle(from, message, out) {
+            self.stats.drop_input(reason);
+        }
+    }
+
+    fn on_timer(&mut self, _now: ClockReading, timer: Timer, out: &mut Outbox<SwiftPaxos>) {
+        if timer != Timer::ClientRetry || self.outstanding.is_none() {
+            return;
+        }
+        self.stats.count("client_retry");
+        self.send(out);
+    }
+
+    fn check_invariants(&self) {
+        if let Some(outstanding) = &self.outstanding {
+            assert!(outstanding.id.number < self.next_number, "the outstanding command was numbered");
+            assert!(outstanding.views.len() <= VIEWS_MAX, "views bounded");
+        }
+    }
+
+    fn stats(&self) -> &NodeStats {
+        &self.stats
+    }
+
+    fn status(&self) -> String {
+        let number = self.outstanding.as_ref().map_or(0, |o| o.id.number);
+        format!("client {:?} next={} outstanding={}", self.id, self.next_number, number)
+    }
+}

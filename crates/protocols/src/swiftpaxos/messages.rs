@@ -1,0 +1,152 @@
+//! SwiftPaxos messages (paper Figures 3–5; spec §4), plus the three the paper describes only in
+//! prose: the co-located client's result (`Executed`), the payload fetch (`Fetch`/`Payloads`)
+//! and the failure detector's heartbeat (`Ping`).
+
+use ordo_core::{Command, CommandResult, RequestId};
+use serde::{Deserialize, Serialize};
+
+/// A set of command ids (dependencies), sorted and without duplicates on the wire.
+pub type Deps = Vec<RequestId>;
+
+/// The phase of a command at one replica (spec §3.1). `Start` is never sent: an id a report does
+/// not list is in `Start`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Phase {
+    /// Not received.
+    Start,
+    /// Received; waiting for the leader's proposal.
+    PreAccept,
+    /// The leader's proposal adopted.
+    Accept,
+    /// Committed.
+    Commit,
+}
+
+/// One command as a replica reports it in recovery (`NewLeaderAck`) or as the new leader
+/// installs it (`Sync`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Entry {
+    /// The command's id.
+    pub id: RequestId,
+    /// Its phase at the sender (never `Start`).
+    pub phase: Phase,
+    /// The payload.
+    pub command: Command,
+    /// Its dependencies; `None` for a `PreAccept` command a replica outside the fast quorum
+    /// never proposed for (L10).
+    pub deps: Option<Deps>,
+}
+
+/// Every message of SwiftPaxos.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum Message {
+    /// Client → every replica: order this command (L2); sent again on a retry.
+    Propagate {
+        /// The command's id (the client and its request number).
+        id: RequestId,
+        /// The command.
+        command: Command,
+    },
+    /// Fast-quorum replica → replicas (and a follower's to the client): its dependency proposal
+    /// (L19, L21). The leader's is the proposal every replica adopts (L22).
+    FastAck {
+        /// The sender's ballot.
+        ballot: u64,
+        /// The command.
+        id: RequestId,
+        /// The proposed dependencies.
+        deps: Deps,
+        /// Digest of the proposer's trimmed dependency paths (§3.5, §4.1).
+        paths: u64,
+    },
+    /// Follower → replicas and client: it adopted the leader's dependencies (L27, L76).
+    SlowAck {
+        /// The ballot.
+        ballot: u64,
+        /// The command.
+        id: RequestId,
+    },
+    /// Leader → client: the optimistic result (L18).
+    Reply {
+        /// The leader's ballot.
+        ballot: u64,
+        /// The command.
+        id: RequestId,
+        /// The leader's dependencies (the flawed client of the canary compares these).
+        deps: Deps,
+        /// Digest of the leader's dependency paths.
+        paths: u64,
+        /// The result of optimistic execution.
+        result: CommandResult,
+    },
+    /// Replica → client: the result of executing the committed command (the co-located
+    /// client's response of §3.5, and the answer to a retry of an executed command).
+    Executed {
+        /// The command.
+        id: RequestId,
+        /// What executing it returned.
+        result: CommandResult,
+    },
+    /// Replica → leader: send me these payloads (§4.3), or the command (a follower's
+    /// re-proposal of a command the leader may lack is a `Propagate`).
+    Fetch {
+        /// The ids whose payloads are missing.
+        ids: Vec<RequestId>,
+    },
+    /// Leader → replica: the payloads asked for.
+    Payloads {
+        /// Id and payload.
+        commands: Vec<(RequestId, Command)>,
+    },
+    /// Replica → replicas: I am alive (failure detector ◇P of Fig 13).
+    Ping {
+        /// The sender's ballot.
+        ballot: u64,
+    },
+    /// Replica → the trusted replica: start a new ballot (L84).
+    Recover {
+        /// The sender's ballot.
+        ballot: u64,
+    },
+    /// New leader → replicas: join ballot `ballot` (L42).
+    NewLeader {
+        /// The new ballot.
+        ballot: u64,
+    },
+    /// Replica → new leader: my state (L47).
+    NewLeaderAck {
+        /// The ballot joined.
+        ballot: u64,
+        /// The last ballot the sender completed recovery in.
+        cbal: u64,
+        /// Every command the sender knows (not in `Start`).
+        entries: Vec<Entry>,
+    },
+    /// New leader → replicas: the initial state of the ballot (L65).
+    Sync {
+        /// The ballot.
+        ballot: u64,
+        /// Every command kept, each `Accept` or `Commit`.
+        entries: Vec<Entry>,
+    },
+}
+
+impl Message {
+    /// A short name for drop reasons and logs.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Message::Propagate { .. } => "propagate",
+            Message::FastAck { .. } => "fast_ack",
+            Message::SlowAck { .. } => "slow_ack",
+            Message::Reply { .. } => "reply",
+            Message::Executed { .. } => "executed",
+            Message::Fetch { .. } => "fetch",
+            Message::Payloads { .. } => "payloads",
+            Message::Ping { .. } => "ping",
+            Message::Recover { .. } => "recover",
+            Message::NewLeader { .. } => "new_leader",
+            Message::NewLeaderAck { .. } => "new_leader_ack",
+            Message::Sync { .. } => "sync",
+        }
+    }
+}

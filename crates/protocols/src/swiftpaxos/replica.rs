@@ -1,0 +1,869 @@
+//! The SwiftPaxos replica: normal operation (Figure 4, L6–L39), execution in dependency-graph
+//! order through the shared executor, the leader's optimistic execution, payload fetch and
+//! re-proposal (§4.3). Recovery and leader nomination are in `recovery.rs`.
+//!
+//! Handlers whose preconditions do not hold yet keep their message in the command's
+//! [`Instance`] (the leader's `FastAck` waits in `leader_ack`, votes in `votes`); every input
+//! ends with [`Replica::progress`], which retries them until nothing more can happen.
+
+use super::checker::Observation;
+use super::conflicts::KeyIndex;
+use super::messages::{Deps, Message, Phase};
+use super::quorums::Quorums;
+use super::recovery::{Detector, Recovery};
+use super::{Config, Flaw, SwiftPaxos, Timer, paths};
+use crate::client_table::{ClientTable, Lookup};
+use crate::executor::graph::{CommandStatus, GraphConfig, GraphExecutor};
+use crate::multipaxos::checker::execution_digest;
+use ordo_core::{
+    ClockReading, Command, CommandResult, Destinations, Node, NodeContext, NodeId, NodeStats, Outbox, PersistMode,
+    PersistTicket, RequestId, StateMachine, Topology,
+};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+/// How a replica process comes up: what its durable storage says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Boot {
+    /// Nothing stored: the process never ran before.
+    First,
+    /// The boot marker is stored: an earlier incarnation ran and crashed.
+    Restarted,
+}
+
+impl Boot {
+    /// What the stored records say: the boot marker is the only record a replica writes.
+    pub fn from_durable(durable: &[()]) -> Boot {
+        if durable.is_empty() { Boot::First } else { Boot::Restarted }
+    }
+}
+
+/// Where a replica process is in its life. SwiftPaxos is crash-stop (§2): a restarted process
+/// lost its votes and could vote twice differently in one ballot, so it stays out for good.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Life {
+    Starting,
+    /// The boot marker written; every send waits for it (all sends are durable sends).
+    Booting(PersistTicket),
+    Running,
+    Retired,
+}
+
+/// `NORMAL` or `RECOVERING` (§3.1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Status {
+    /// Handling normal messages.
+    Normal,
+    /// Joined a new ballot, waiting for its Sync.
+    Recovering,
+}
+
+/// Ballot state: `bal`, `cbal`, `status` (§3.1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ballots {
+    /// The ballot the replica is in.
+    pub bal: u64,
+    /// The last ballot it completed recovery in.
+    pub cbal: u64,
+    /// Normal or recovering.
+    pub status: Status,
+}
+
+/// Votes received for one command in one ballot (the bookkeeping L30 needs).
+#[derive(Clone, Debug, Default)]
+pub struct Votes {
+    /// The ballot they belong to; a higher ballot's vote replaces them.
+    pub ballot: u64,
+    /// Followers' proposals, by rank.
+    pub fast: BTreeMap<usize, BTreeSet<RequestId>>,
+    /// Followers that adopted the leader's proposal.
+    pub slow: BTreeSet<usize>,
+}
+
+/// The leader's `FastAck`, kept until L23's precondition holds.
+#[derive(Clone, Debug)]
+pub struct LeaderAck {
+    /// Its ballot.
+    pub ballot: u64,
+    /// The leader's dependencies.
+    pub deps: BTreeSet<RequestId>,
+}
+
+/// One command at one replica: `phase[id]`, `cmd[id]`, `dep[id]`, `paths[id]` and what waits.
+#[derive(Clone, Debug)]
+pub struct Instance {
+    /// Its phase.
+    pub phase: Phase,
+    /// Its payload, once received.
+    pub command: Option<Command>,
+    /// Its dependencies: the proposal, then the leader's.
+    pub deps: Option<BTreeSet<RequestId>>,
+    /// The digest of the paths of our own proposal.
+    pub paths: Option<u64>,
+    /// The leader's FastAck, waiting for L23.
+    pub leader_ack: Option<LeaderAck>,
+    /// Votes for L30.
+    pub votes: Votes,
+    /// Local time it was first seen (or its ballot installed): the stuck timers count from it.
+    pub seen_ns: u64,
+    /// Re-proposed to the leader already.
+    pub reproposed: bool,
+}
+
+impl Instance {
+    pub(crate) fn new(now_ns: u64) -> Self {
+        Instance {
+            phase: Phase::Start,
+            command: None,
+            deps: None,
+            paths: None,
+            leader_ack: None,
+            votes: Votes::default(),
+            seen_ns: now_ns,
+            reproposed: false,
+        }
+    }
+}
+
+/// The leader's uncommitted commands in arrival order (`pending_log`, L16, L36, L74).
+#[derive(Clone, Debug, Default)]
+pub struct PendingLog {
+    next: u64,
+    by_position: BTreeMap<u64, RequestId>,
+    position: BTreeMap<RequestId, u64>,
+}
+
+impl PendingLog {
+    /// Appends `id` (no-op if present).
+    pub fn push(&mut self, id: RequestId) {
+        if self.position.contains_key(&id) {
+            return;
+        }
+        self.by_position.insert(self.next, id);
+        self.position.insert(id, self.next);
+        self.next += 1;
+        assert_eq!(self.by_position.len(), self.position.len(), "the two indexes agree");
+    }
+
+    /// Removes `id` if present.
+    pub fn remove(&mut self, id: RequestId) {
+        if let Some(at) = self.position.remove(&id) {
+            self.by_position.remove(&at);
+        }
+        assert_eq!(self.by_position.len(), self.position.len(), "the two indexes agree");
+    }
+
+    /// Empties the log (L70).
+    pub fn clear(&mut self) {
+        self.by_position.clear();
+        self.position.clear();
+    }
+
+    /// The ids in order.
+    pub fn ids(&self) -> impl Iterator<Item = RequestId> + '_ {
+        self.by_position.values().copied()
+    }
+
+    /// How many.
+    pub fn len(&self) -> usize {
+        self.position.len()
+    }
+
+    /// True when empty.
+    pub fn is_empty(&self) -> bool {
+        self.position.is_empty()
+    }
+}
+
+/// What runs commands: the graph executor, the state machine, and the results kept for retries.
+pub struct Execution {
+    pub(crate) executor: GraphExecutor<RequestId>,
+    pub(crate) state_machine: Box<dyn StateMachine>,
+    pub(crate) clients: ClientTable,
+    pub(crate) executed: u64,
+    pub(crate) new_state_machine: fn() -> Box<dyn StateMachine>,
+    scratch: Vec<RequestId>,
+}
+
+/// A SwiftPaxos replica.
+pub struct Replica {
+    pub(crate) id: NodeId,
+    pub(crate) rank: usize,
+    pub(crate) topology: Arc<Topology>,
+    pub(crate) config: Config,
+    pub(crate) flaw: Flaw,
+    pub(crate) peers: Destinations,
+    pub(crate) quorums: Quorums,
+    pub(crate) ballots: Ballots,
+    pub(crate) instances: BTreeMap<RequestId, Instance>,
+    /// Per key, the ids of the commands touching it (the conflict index for L11).
+    pub(crate) by_key: KeyIndex,
+    /// Ids holding a leader FastAck not yet processed.
+    pub(crate) awaiting: BTreeSet<RequestId>,
+    /// Ids in `Accept`.
+    pub(crate) accepted: BTreeSet<RequestId>,
+    /// Ids in `PreAccept`.
+    pub(crate) preaccepted: BTreeSet<RequestId>,
+    pub(crate) pending_log: PendingLog,
+    pub(crate) execution: Execution,
+    pub(crate) detector: Detector,
+    pub(crate) recovery: Recovery,
+    /// Propagates received while recovering, replayed after Sync.
+    pub(crate) deferred: Vec<(NodeId, RequestId, Command)>,
+    /// Which clients we answer on execution (the co-located ones, §3.5).
+    pub(crate) serves: BTreeMap<NodeId, bool>,
+    pub(crate) last_fetch_ns: u64,
+    pub(crate) now_ns: u64,
+    pub(crate) stats: NodeStats,
+    pub(crate) life: Life,
+    /// How many times `check_invariants` ran (it samples the expensive checks).
+    checks: std::cell::Cell<u64>,
+}
+
+/// Most Propagates buffered while recovering.
+const DEFERRED_MAX: usize = 65_536;
+
+impl Replica {
+    /// A replica process; a restarted one (`Boot::Restarted`) stays out of the protocol.
+    pub(crate) fn new(context: NodeContext<SwiftPaxos>, flaw: Flaw, boot: Boot) -> Self {
+        let rank = context.topology.replica_rank(context.id).expect("a replica has a rank");
+        let peers = context.topology.replicas().clone();
+        let config = context.config.scaled(&context.topology);
+        let quorums = Quorums::new(&context.topology, &config);
+        let graph = GraphConfig {
+            commands_max: config.instances_max,
+            lanes_max: config.clients_max,
+            deps_max: config.instances_max,
+        };
+        Replica {
+            id: context.id,
+            rank,
+            topology: context.topology.clone(),
+            flaw,
+            peers: peers.clone(),
+            ballots: Ballots { bal: 0, cbal: 0, status: Status::Normal },
+            instances: BTreeMap::new(),
+            by_key: KeyIndex::default(),
+            awaiting: BTreeSet::new(),
+            accepted: BTreeSet::new(),
+            preaccepted: BTreeSet::new(),
+            pending_log: PendingLog::default(),
+            execution: Execution {
+                executor: GraphExecutor::new(graph),
+                state_machine: (context.new_state_machine)(),
+                clients: ClientTable::new(config.clients_max, 1),
+                executed: 0,
+                new_state_machine: context.new_state_machine,
+                scratch: Vec::new(),
+            },
+            detector: Detector::new(peers.len()),
+            recovery: Recovery::default(),
+            deferred: Vec::new(),
+            serves: BTreeMap::new(),
+            last_fetch_ns: 0,
+            now_ns: 0,
+            stats: NodeStats::default(),
+            life: match boot {
+                Boot::First => Life::Starting,
+                Boot::Restarted => Life::Retired,
+            },
+            quorums,
+            config,
+            checks: std::cell::Cell::new(0),
+        }
+    }
+
+    /// The rank of the leader of our ballot.
+    pub(crate) fn leader(&self) -> usize {
+        self.quorums.leader(self.ballots.bal)
+    }
+
+    pub(crate) fn is_leader(&self) -> bool {
+        self.leader() == self.rank
+    }
+
+    fn rank_of(&self, node: NodeId) -> Option<usize> {
+        self.peers.iter().position(|&peer| peer == node)
+    }
+
+    /// Whether we answer `client` on execution: we are the replica closest to it, at its site.
+    fn serves_client(&mut self, client: NodeId) -> bool {
+        if let Some(&serves) = self.serves.get(&client) {
+            return serves;
+        }
+        let serves = client.index() < self.topology.nodes.len()
+            && self.topology.node(client).site == self.topology.node(self.id).site
+            && self.topology.closest(client, &self.peers, 1).first() == Some(&self.id);
+        self.serves.insert(client, serves);
+        serves
+    }
+
+    // ---- dispatch ------------------------------------------------------------------------------
+
+    fn handle_message(&mut self, now: ClockReading, from: NodeId, message: Message, out: &mut Outbox<SwiftPaxos>) {
+        self.now_ns = now.local_ns;
+        let from_rank = self.rank_of(from);
+        if let Some(rank) = from_rank {
+            self.detector.heard(rank, self.now_ns);
+        }
+        let handled = match (message, from_rank) {
+            (Message::Propagate { id, command }, _) => self.on_propagate(from, id, command, out),
+            (Message::FastAck { ballot, id, deps, paths: _ }, Some(rank)) => self.on_fast_ack(rank, ballot, id, deps),
+            (Message::SlowAck { ballot, id }, Some(rank)) => self.on_slow_ack(rank, ballot, id),
+            (Message::Fetch { ids }, Some(_)) => self.on_fetch(from, ids, out),
+            (Message::Payloads { commands }, Some(_)) => self.on_payloads(from, commands, out),
+            (Message::Ping { .. }, Some(_)) => Ok(()),
+            (Message::Recover { ballot }, Some(_)) => self.on_recover(ballot, out),
+            (Message::NewLeader { ballot }, Some(rank)) => self.on_new_leader(rank, ballot, out),
+            (Message::NewLeaderAck { ballot, cbal, entries }, Some(rank)) => {
+                self.on_new_leader_ack(rank, ballot, cbal, entries, out)
+            }
+            (Message::Sync { ballot, entries }, Some(rank)) => self.on_sync(rank, ballot, entries, out),
+            (Message::Reply { .. } | Message::Executed { .. }, _) => Err("client message sent to a replica"),
+            (_, None) => Err("replica message from a node that is not a replica"),
+        };
+        if let Err(reason) = handled {
+            self.stats.drop_input(reason);
+        }
+        self.progress(out);
+    }
+
+    // ---- L6–L21: Propagate ---------------------------------------------------------------------
+
+    /// L6–L21. `from` is the client, or a follower re-proposing (§4.3).
+    pub(crate) fn on_propagate(
+        &mut self,
+        from: NodeId,
+        id: RequestId,
+        command: Command,
+        out: &mut Outbox<SwiftPaxos>,
+    ) -> Result<(), &'static str> {
+        let _ = from;
+        if self.execution.executor.status(id) == CommandStatus::Executed {
+            // A retry of a command that ran here: answer with what it returned.
+            if let Lookup::Executed(result) = self.execution.clients.lookup(id, id.number) {
+                out.send_durable(id.client.node(), Message::Executed { id, result: result.clone() });
+            }
+            return Err("propagate of an executed command");
+        }
+        if self.ballots.status != Status::Normal {
+            if self.deferred.len() >= DEFERRED_MAX {
+                return Err("propagate while recovering, buffer full");
+            }
+            self.deferred.push((from, id, command));
+            return Ok(());
+        }
+        let now_ns = self.now_ns;
+        if self.instances.get(&id).is_some_and(|instance| instance.phase != Phase::Start) {
+            return Err("propagate of a command received already (L7)");
+        }
+        if !self.instances.contains_key(&id) && self.instances.len() >= self.config.instances_max {
+            return Err("instances full");
+        }
+        // L8–L9, and L11 (every replica keeps the index; only fast-quorum members propose).
+        let deps = self.by_key.record(id, &command);
+        let instance = self.instances.entry(id).or_insert_with(|| Instance::new(now_ns));
+        instance.phase = Phase::PreAccept;
+        instance.command = Some(command.clone());
+        self.preaccepted.insert(id);
+        let bal = self.ballots.bal;
+        if !self.quorums.is_fast_member(self.rank, bal) {
+            return Ok(());
+        }
+        // L12–L14, paths evaluated after the dependencies are set (spec §13.3).
+        let digest = paths::digest(id, &deps, |other| {
+            self.instances.get(&other).map_or((Phase::Start, None), |i| (i.phase, i.deps.as_ref()))
+        });
+        let instance = self.instances.get_mut(&id).expect("inserted above");
+        instance.deps = Some(deps.clone());
+        instance.paths = Some(digest);
+        let wire: Deps = deps.iter().copied().collect();
+        let fast_ack = Message::FastAck { ballot: bal, id, deps: wire.clone(), paths: digest };
+        let client = id.client.node();
+        if self.is_leader() {
+            // L15–L19: optimistic execution, Reply, then our proposal to everyone; our own
+            // FastAck is handled here (L22) as the multicast skips us.
+            self.pending_log.push(id);
+            let result = self.optimistic_result(id, &command);
+            out.send_durable(client, Message::Reply { ballot: bal, id, deps: wire.clone(), paths: digest, result });
+            out.multicast_durable(&self.peers, fast_ack);
+            out.observe(Observation::LeaderDeps { ballot: bal, id, deps: wire });
+            let instance = self.instances.get_mut(&id).expect("inserted above");
+            instance.leader_ack = Some(LeaderAck { ballot: bal, deps });
+            self.awaiting.insert(id);
+        } else {
+            // L21.
+            out.multicast_durable(&self.peers, fast_ack.clone());
+            out.send_durable(client, fast_ack);
+        }
+        Ok(())
+    }
+
+    /// `opt_exec(pending_log, state)` (L17): `command`'s result after every pending command that
+    /// shares a key with it, in pending order, on a fork of the keys involved. Commands on other
+    /// keys cannot change it.
+    fn optimistic_result(&mut self, id: RequestId, command: &Command) -> CommandResult {
+        let mine = command.keys();
+        let mut before: Vec<RequestId> = Vec::new();
+        let mut keys = mine.clone();
+        for other in self.pending_log.ids() {
+            if other == id {
+                continue;
+            }
+            let Some(pending) = self.instances.get(&other).and_then(|i| i.command.as_ref()) else { continue };
+            let mut shares = false;
+            pending.for_each_key(|key| shares |= mine.contains(key));
+            if shares && self.execution.executor.status(other) != CommandStatus::Executed {
+                before.push(other);
+                keys.extend(pending.keys());
+            }
+        }
+        keys.sort_unstable();
+        keys.dedup();
+        // A machine that cannot fork keys is copied whole (spec §5.6: never the real state).
+        let mut fork = self.execution.state_machine.fork_keys(&keys).unwrap_or_else(|| {
+            let mut copy = (self.execution.new_state_machine)();
+            copy.restore(&self.execution.state_machine.snapshot()).expect("a snapshot restores");
+            copy
+        });
+        for other in before {
+            let pending = self.instances[&other].command.clone().expect("pending commands have payloads");
+            fork.apply(other, &pending);
+        }
+        fork.apply(id, command)
+    }
+
+    // ---- L22–L32: acks ---------------------------------------------------------------------------
+
+    fn instance_for_ack(&mut self, id: RequestId) -> Result<&mut Instance, &'static str> {
+        let now_ns = self.now_ns;
+        if !self.instances.contains_key(&id) {
+            if self.execution.executor.status(id) == CommandStatus::Executed {
+                return Err("ack for an executed command");
+            }
+            if self.instances.len() >= self.config.instances_max {
+                return Err("instances full");
+            }
+        }
+        Ok(self.instances.entry(id).or_insert_with(|| Instance::new(now_ns)))
+    }
+
+    fn on_fast_ack(&mut self, rank: usize, ballot: u64, id: RequestId, deps: Deps) -> Result<(), &'static str> {
+        if ballot < self.ballots.bal {
+            return Err("fast ack of an older ballot");
+        }
+        if !self.quorums.is_fast_member(rank, ballot) {
+            return Err("fast ack from outside the fast quorum");
+        }
+        let leader = self.quorums.leader(ballot);
+        let deps: BTreeSet<RequestId> = deps.into_iter().collect();
+        let instance = self.instance_for_ack(id)?;
+        if rank == leader {
+            // L22: kept until its precondition holds.
+            if instance.leader_ack.as_ref().is_some_and(|ack| ack.ballot >= ballot) {
+                return Err("leader fast ack received already");
+            }
+            instance.leader_ack = Some(LeaderAck { ballot, deps });
+            self.awaiting.insert(id);
+            return Ok(());
+        }
+        record_vote(&mut instance.votes, ballot)?;
+        instance.votes.fast.insert(rank, deps);
+        Ok(())
+    }
+
+    fn on_slow_ack(&mut self, rank: usize, ballot: u64, id: RequestId) -> Result<(), &'static str> {
+        if ballot < self.ballots.bal {
+            return Err("slow ack of an older ballot");
+        }
+        if rank == self.quorums.leader(ballot) {
+            return Err("slow ack from the leader");
+        }
+        let instance = self.instance_for_ack(id)?;
+        record_vote(&mut instance.votes, ballot)?;
+        instance.votes.slow.insert(rank);
+        Ok(())
+    }
+
+    /// Retries every waiting handler until none can run, then executes what it can.
+    pub(crate) fn progress(&mut self, out: &mut Outbox<SwiftPaxos>) {
+        if self.life == Life::Retired || self.ballots.status != Status::Normal {
+            return;
+        }
+        loop {
+            let mut changed = false;
+            let awaiting: Vec<RequestId> = self.awaiting.iter().copied().collect();
+            for id in awaiting {
+                changed |= self.try_accept(id, out);
+            }
+            let accepted: Vec<RequestId> = self.accepted.iter().copied().collect();
+            for id in accepted {
+                changed |= self.try_commit(id, out);
+            }
+            if !changed {
+                break;
+            }
+        }
+        self.execute(out);
+    }
+
+    /// L22–L29 once L23 holds: adopt the leader's dependencies, vote again.
+    fn try_accept(&mut self, id: RequestId, out: &mut Outbox<SwiftPaxos>) -> bool {
+        let bal = self.ballots.bal;
+        let instance = &self.instances[&id];
+        let Some(ack) = &instance.leader_ack else {
+            self.awaiting.remove(&id);
+            return false;
+        };
+        if ack.ballot < bal || matches!(instance.phase, Phase::Accept | Phase::Commit) {
+            self.instances.get_mut(&id).expect("present").leader_ack = None;
+            self.awaiting.remove(&id);
+            return false;
+        }
+        if ack.ballot > bal || instance.phase != Phase::PreAccept {
+            return false;
+        }
+        let ready = ack.deps.iter().all(|dep| {
+            self.instances.get(dep).is_some_and(|i| matches!(i.phase, Phase::Accept | Phase::Commit))
+                || self.execution.executor.status(*dep) == CommandStatus::Executed
+        });
+        if !ready {
+            return false;
+        }
+        let is_leader = self.is_leader();
+        let fast_member = self.quorums.is_fast_member(self.rank, bal);
+        let instance = self.instances.get_mut(&id).expect("present");
+        let ack = instance.leader_ack.take().expect("checked above");
+        self.awaiting.remove(&id);
+        instance.phase = Phase::Accept;
+        self.preaccepted.remove(&id);
+        self.accepted.insert(id);
+        if is_leader {
+            assert_eq!(instance.deps.as_ref(), Some(&ack.deps), "the leader's own FastAck carries its proposal");
+            return true;
+        }
+        let disagreed = instance.deps.as_ref() != Some(&ack.deps);
+        if disagreed && fast_member {
+            self.stats.count("double_vote");
+        }
+        // L25–L27. Every follower sends SlowAck (spec §13.1). The canary keeps its own vote
+        // while claiming the leader's.
+        if !(self.flaw == Flaw::SingleVote && fast_member && instance.deps.is_some()) {
+            instance.deps = Some(ack.deps);
+        }
+        let slow_ack = Message::SlowAck { ballot: bal, id };
+        out.multicast_durable(&self.peers, slow_ack.clone());
+        out.send_durable(id.client.node(), slow_ack);
+        true
+    }
+
+    /// L30–L32: commit once a fast or slow quorum voted for the leader's dependencies and they
+    /// are all committed.
+    fn try_commit(&mut self, id: RequestId, out: &mut Outbox<SwiftPaxos>) -> bool {
+        let bal = self.ballots.bal;
+        let instance = &self.instances[&id];
+        if instance.phase != Phase::Accept {
+            self.accepted.remove(&id);
+            return false;
+        }
+        let deps = instance.deps.as_ref().expect("an accepted command has dependencies");
+        let deps_committed = deps.iter().all(|dep| {
+            self.instances.get(dep).is_some_and(|i| i.phase == Phase::Commit)
+                || self.execution.executor.status(*dep) == CommandStatus::Executed
+        });
+        if !deps_committed {
+            return false;
+        }
+        let leader = self.leader();
+        let votes = &instance.votes;
+        let current = votes.ballot == bal;
+        let mine = self.rank != leader;
+        let slow_voted = |rank: usize| (mine && rank == self.rank) || (current && votes.slow.contains(&rank));
+        let fast_voted = |rank: usize| {
+            (mine && rank == self.rank) || (current && votes.fast.get(&rank).is_some_and(|proposal| proposal == deps))
+        };
+        let fast = self.quorums.fast_quorum_met(bal, fast_voted);
+        let slow_count = (0..self.quorums.n).filter(|&rank| rank != leader && slow_voted(rank)).count();
+        let either = self.quorums.fast_quorum_met(bal, |rank| fast_voted(rank) || slow_voted(rank));
+        if !(fast || either || self.quorums.slow_quorum_met(slow_count)) {
+            return false;
+        }
+        let wire: Deps = deps.iter().copied().collect();
+        let instance = self.instances.get_mut(&id).expect("present");
+        instance.phase = Phase::Commit;
+        self.accepted.remove(&id);
+        if fast {
+            self.stats.fast_path_commits += 1;
+        } else {
+            self.stats.slow_path_commits += 1;
+            self.stats.count("slow_path");
+        }
+        out.observe(Observation::Committed { id, deps: wire.clone() });
+        self.commit_to_executor(id, &wire);
+        true
+    }
+
+    pub(crate) fn commit_to_executor(&mut self, id: RequestId, deps: &[RequestId]) {
+        match self.execution.executor.commit(id, 0, deps) {
+            Ok(()) => {}
+            Err(crate::executor::graph::GraphError::Executed | crate::executor::graph::GraphError::Committed) => {}
+            Err(error) => panic!("the executor refused a commit: {error:?}"),
+        }
+    }
+
+    /// L33–L36: run what the executor releases.
+    fn execute(&mut self, out: &mut Outbox<SwiftPaxos>) {
+        let mut ready = std::mem::take(&mut self.execution.scratch);
+        ready.clear();
+        self.execution.executor.execute_ready(&mut ready);
+        for &id in &ready {
+            let command = self.instances[&id].command.clone().expect("a committed command has a payload");
+            let result = self.execution.state_machine.apply(id, &command);
+            self.execution.executed += 1;
+            self.stats.executed += 1;
+            if self.execution.clients.lookup(id, id.number) == Lookup::New {
+                self.execution.clients.record(id, id.number, result.clone(), self.execution.executed);
+            }
+            out.observe(Observation::Executed { id, digest: execution_digest(true, Some(&result)) });
+            self.pending_log.remove(id);
+            let client = id.client.node();
+            if self.serves_client(client) {
+                out.send_durable(client, Message::Executed { id, result });
+            }
+        }
+        self.execution.scratch = ready;
+    }
+
+    // ---- payloads (§4.3) -----------------------------------------------------------------------
+
+    fn on_fetch(
+        &mut self,
+        from: NodeId,
+        ids: Vec<RequestId>,
+        out: &mut Outbox<SwiftPaxos>,
+    ) -> Result<(), &'static str> {
+        if ids.len() > 4096 {
+            return Err("fetch of too many ids");
+        }
+        let commands: Vec<(RequestId, Command)> = ids
+            .iter()
+            .filter_map(|id| self.instances.get(id).and_then(|i| i.command.clone()).map(|c| (*id, c)))
+            .collect();
+        if commands.is_empty() {
+            return Err("fetch of unknown payloads");
+        }
+        out.send_durable(from, Message::Payloads { commands });
+        Ok(())
+    }
+
+    /// Fetched payloads go through L6, as if the client had sent them (spec §5.1).
+    fn on_payloads(
+        &mut self,
+        from: NodeId,
+        commands: Vec<(RequestId, Command)>,
+        out: &mut Outbox<SwiftPaxos>,
+    ) -> Result<(), &'static str> {
+        for (id, command) in commands {
+            if self.instances.get(&id).is_none_or(|i| i.phase == Phase::Start) {
+                self.stats.count("payload_fetched");
+                let _ = self.on_propagate(from, id, command, out);
+            }
+        }
+        Ok(())
+    }
+
+    /// Ids the leader mentioned (a waiting FastAck, or in its dependencies) whose payload we lack.
+    fn missing_payloads(&self) -> Vec<RequestId> {
+        let mut missing = BTreeSet::new();
+        for id in &self.awaiting {
+            let instance = &self.instances[id];
+            if instance.phase == Phase::Start {
+                missing.insert(*id);
+            }
+            if let Some(ack) = &instance.leader_ack {
+                for dep in &ack.deps {
+                    let known = self.instances.get(dep).is_some_and(|i| i.phase != Phase::Start)
+                        || self.execution.executor.status(*dep) == CommandStatus::Executed;
+                    if !known {
+                        missing.insert(*dep);
+                    }
+                }
+            }
+            if missing.len() >= 1024 {
+                break;
+            }
+        }
+        missing.into_iter().collect()
+    }
+
+    // ---- timers --------------------------------------------------------------------------------
+
+    fn handle_timer(&mut self, now: ClockReading, timer: Timer, out: &mut Outbox<SwiftPaxos>) {
+        self.now_ns = now.local_ns;
+        if timer != Timer::Tick {
+            return;
+        }
+        out.set_timer(Timer::Tick, self.config.tick_ns);
+        out.multicast_durable(&self.peers, Message::Ping { ballot: self.ballots.bal });
+        if self.ballots.status == Status::Normal && !self.is_leader() {
+            self.fetch_and_repropose(out);
+        }
+        self.nominate(out);
+        self.progress(out);
+    }
+
+    fn fetch_and_repropose(&mut self, out: &mut Outbox<SwiftPaxos>) {
+        let leader = self.peers[self.leader()];
+        if self.now_ns.saturating_sub(self.last_fetch_ns) >= self.config.fetch_timeout_ns {
+            let missing = self.missing_payloads();
+            if !missing.is_empty() {
+                self.last_fetch_ns = self.now_ns;
+                self.stats.count("fetch");
+                out.send_durable(leader, Message::Fetch { ids: missing });
+            }
+        }
+        let now_ns = self.now_ns;
+        let timeout = self.config.repropose_timeout_ns;
+        for &id in &self.preaccepted {
+            let instance = self.instances.get_mut(&id).expect("pre-accepted ids are known");
+            if !instance.reproposed && now_ns.saturating_sub(instance.seen_ns) >= timeout {
+                instance.reproposed = true;
+                self.stats.count("repropose");
+                let command = instance.command.clone().expect("a pre-accepted command has a payload");
+                out.send_durable(leader, Message::Propagate { id, command });
+            }
+        }
+    }
+
+    /// Whether some command waits longer than the stuck time-out for a commit.
+    pub(crate) fn stuck(&self) -> bool {
+        let limit = self.config.stuck_timeout_ns;
+        let waited = |id: &RequestId| self.now_ns.saturating_sub(self.instances[id].seen_ns) >= limit;
+        self.preaccepted.iter().any(waited) || self.accepted.iter().any(waited) || self.awaiting.iter().any(waited)
+    }
+
+    /// Rebuilds the conflict index from the commands in `order` (dependencies first), so that
+    /// new proposals follow everything the new ballot kept.
+    pub(crate) fn rebuild_index(&mut self, order: &[RequestId]) {
+        self.by_key.clear();
+        for id in order {
+            if let Some(command) = &self.instances[id].command {
+                self.by_key.record(*id, command);
+            }
+        }
+    }
+}
+
+/// A vote of `ballot` joins the votes if they are of that ballot, replaces them if older.
+fn record_vote(votes: &mut Votes, ballot: u64) -> Result<(), &'static str> {
+    if ballot < votes.ballot {
+        return Err("vote of an older ballot");
+    }
+    if ballot > votes.ballot {
+        *votes = Votes { ballot, ..Votes::default() };
+    }
+    Ok(())
+}
+
+impl Node<SwiftPaxos> for Replica {
+    fn on_start(&mut self, now: ClockReading, out: &mut Outbox<SwiftPaxos>) {
+        self.now_ns = now.local_ns;
+        if self.life == Life::Retired {
+            self.stats.count("retired");
+            return;
+        }
+        assert_eq!(self.life, Life::Starting, "a replica starts once");
+        let marker = out.persist((), PersistMode::Append);
+        self.life = Life::Booting(marker);
+        self.detector.start(now.local_ns);
+        out.set_timer(Timer::Tick, self.config.tick_ns);
+    }
+
+    fn on_message(&mut self, now: ClockReading, from: NodeId, message: Message, out: &mut Outbox<SwiftPaxos>) {
+        match self.life {
+            Life::Running | Life::Booting(_) => self.handle_message(now, from, message, out),
+            Life::Retired => self.stats.drop_input("restarted replica stays down (crash-stop)"),
+            Life::Starting => panic!("an input before on_start"),
+        }
+    }
+
+    fn on_timer(&mut self, now: ClockReading, timer: Timer, out: &mut Outbox<SwiftPaxos>) {
+        match self.life {
+            Life::Running | Life::Booting(_) => self.handle_timer(now, timer, out),
+            Life::Retired => self.stats.drop_input("restarted replica stays down (crash-stop)"),
+            Life::Starting => panic!("a timer before on_start"),
+        }
+    }
+
+    fn on_durable(&mut self, _now: ClockReading, through: PersistTicket, _out: &mut Outbox<SwiftPaxos>) {
+        if let Life::Booting(marker) = self.life {
+            assert!(through >= marker, "the marker is this incarnation's only write");
+            self.life = Life::Running;
+        }
+    }
+
+    fn check_invariants(&self) {
+        if self.life == Life::Retired {
+            assert!(self.instances.is_empty(), "a retired replica knows no command");
+            assert_eq!(self.stats.executed, 0, "a retired replica executes nothing");
+            return;
+        }
+        // The executor's own check walks every executed id: run it at every 1024th check only,
+        // so that checking stays linear in the run, not quadratic.
+        let checks = self.checks.get();
+        self.checks.set(checks + 1);
+        if checks.is_multiple_of(1024) {
+            self.execution.executor.check_invariants();
+        }
+        assert!(self.ballots.cbal <= self.ballots.bal, "cbal ≤ bal");
+        assert!(self.instances.len() <= self.config.instances_max, "instances bounded");
+        for id in &self.accepted {
+            let instance = &self.instances[id];
+            assert_eq!(instance.phase, Phase::Accept, "the accepted set holds accepted commands");
+            // Inv 13 / Inv 5: an accepted command's dependencies are accepted or committed.
+            for dep in instance.deps.as_ref().expect("accepted with dependencies") {
+                let known = self.instances.get(dep).is_some_and(|i| matches!(i.phase, Phase::Accept | Phase::Commit))
+                    || self.execution.executor.status(*dep) == CommandStatus::Executed;
+                assert!(known, "Inv 13: {dep:?}, a dependency of accepted {id:?}, is neither accepted nor committed");
+            }
+        }
+        for id in &self.awaiting {
+            assert!(self.instances[id].leader_ack.is_some(), "awaiting ids hold a leader FastAck");
+        }
+        if !self.is_leader() && self.ballots.status == Status::Normal {
+            assert!(self.pending_log.is_empty(), "only the leader keeps a pending log");
+        }
+    }
+
+    fn is_recovering(&self) -> bool {
+        self.life == Life::Retired
+    }
+
+    fn stats(&self) -> &NodeStats {
+        &self.stats
+    }
+
+    fn state_machine(&self) -> Option<&dyn StateMachine> {
+        (self.life != Life::Retired).then_some(self.execution.state_machine.as_ref())
+    }
+
+    fn status(&self) -> String {
+        if self.life == Life::Retired {
+            return format!("rank={} retired (restarted after a crash)", self.rank);
+        }
+        let count = |phase: Phase| self.instances.values().filter(|i| i.phase == phase).count();
+        format!(
+            "rank={} bal={} cbal={} {} leader={} cmds={} preaccept={} accept={} commit={} exec={}",
+            self.rank,
+            self.ballots.bal,
+            self.ballots.cbal,
+            if self.ballots.status == Status::Normal { "normal" } else { "recovering" },
+            self.leader(),
+            self.instances.len(),
+            count(Phase::PreAccept),
+            count(Phase::Accept),
+            count(Phase::Commit),
+            self.execution.executed,
+        )
+    }
+}
