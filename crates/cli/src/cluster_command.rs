@@ -88,7 +88,9 @@ impl ProtocolVisitor for BuildFile<'_> {
             toml::Value::Table(options.clone()).try_into().map_err(|e| format!("protocol options: {e}"))?;
         P::validate_config(&config)?;
         let nodes = args.replicas + P::extra_roles(args.replicas, &config).len() + 1;
-        ClusterFile::check_local_ports(args.port_base, nodes, Some(args.redis_port))?;
+        // Port 0 is `ordo bench`'s gateway, hosted in its own process without a Redis port.
+        let redis_port = (args.redis_port != 0).then_some(args.redis_port);
+        ClusterFile::check_local_ports(args.port_base, nodes, redis_port)?;
         let mut file = ClusterFile::local::<P>(
             &config,
             options,
