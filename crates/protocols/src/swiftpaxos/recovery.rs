@@ -359,7 +359,13 @@ impl Replica {
             out.observe(Observation::Committed { id, deps: deps.clone() });
             self.commit_to_executor(id, &deps);
         }
-        // L70–L76.
+        self.resume_after_sync(ballot, out);
+        Ok(())
+    }
+
+    /// L70–L76: rebuild the log order from the installed graph; the leader queues what it has not
+    /// executed, followers vote again for what is only accepted; then deferred proposals run.
+    fn resume_after_sync(&mut self, ballot: u64, out: &mut Outbox<SwiftPaxos>) {
         self.pending_log.clear();
         let graph: Recovered = self
             .instances
@@ -385,7 +391,6 @@ impl Replica {
                 self.stats.drop_input(reason);
             }
         }
-        Ok(())
     }
 }
 
