@@ -1,7 +1,13 @@
 //! Gap agreement (paper §5.2.2, fn 3): what a replica does with a DROP-NOTIFICATION.
 //!
-//! - A follower asks the leader for the slot (`SlotLookup`) and processes nothing later until
-//!   the leader's entry (`SlotContent`: the request, or a NO-OP) fills it.
+//! - A follower asks a peer follower for the slot (`SlotLookup`), and the leader when the peer
+//!   has nothing there (`SlotMissing`) or at the next tick; it processes nothing later until an
+//!   entry (`SlotContent`: the request, or a NO-OP) fills it. The paper asks the leader; a
+//!   peer's entry is as good, because within a view a slot is one OUM position everywhere
+//!   (fn 3 keeps them aligned): a request there is the one the sequencer stamped, which the
+//!   follower could have received itself, and a NO-OP there came from the leader's
+//!   `GapCommit`, which reaches this follower too. Asking a peer first keeps the leader, the
+//!   busiest replica, out of every follower's drops (docs/protocols/nopaxos.md).
 //! - The leader first asks the others for a copy (`GapFind`, the paper's optional
 //!   optimisation); if one answers with the request it fills the slot and executes it. Once
 //!   all answered without one, or after `gap_find_timeout_ns`, it appends a NO-OP, sends
@@ -20,7 +26,7 @@ use super::checker::Observation;
 use super::messages::{Entry, Message, Request, ViewId};
 use super::replica::{DropReason, Handled, Replica};
 use ordo_core::{NodeId, Outbox};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 /// The gap a replica is resolving, if any.
@@ -98,6 +104,22 @@ pub struct LookupAhead {
     pub first_ns: u64,
 }
 
+/// Deferred gap messages beyond this many NO-OPs are dropped (the leader resends them).
+const DEFERRED_GAP_COMMITS_MAX: usize = 1024;
+
+/// Gap messages that arrived before this replica reached their slot, kept (for this view only)
+/// to answer or apply when it does.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Deferred {
+    /// Replicas waiting for this replica's entry at a slot (one slot each: a replica resolves
+    /// one gap at a time).
+    pub lookups: BTreeMap<NodeId, u64>,
+    /// Follower: the leader's NO-OPs for slots past the log's next one.
+    pub gap_commits: BTreeSet<u64>,
+    /// Follower: the slot the leader searches a copy of (it searches one at a time).
+    pub find: Option<u64>,
+}
+
 impl Replica {
     /// A DROP-NOTIFICATION for the next slot (its position is consumed).
     pub(super) fn on_drop_notification(&mut self, now: u64, out: &mut Outbox<NoPaxos>) {
@@ -107,8 +129,17 @@ impl Replica {
             self.start_finding(slot, now, out);
         } else {
             self.gap = Gap::Lookup { slot };
-            out.send(self.leader_of(self.view), Message::SlotLookup { view: self.view, slot });
+            let asked = self.lookup_peer(slot).unwrap_or_else(|| self.leader_of(self.view));
+            out.send(asked, Message::SlotLookup { view: self.view, slot });
         }
+    }
+
+    /// The follower a follower asks first about `slot`: the slot spreads the lookups over the
+    /// peers. `None` when there is no other follower.
+    fn lookup_peer(&self, slot: u64) -> Option<NodeId> {
+        let leader = self.leader_of(self.view);
+        let peers: Vec<NodeId> = self.others.iter().copied().filter(|&r| r != leader).collect();
+        (!peers.is_empty()).then(|| peers[(slot % peers.len() as u64) as usize])
     }
 
     fn start_finding(&mut self, slot: u64, now: u64, out: &mut Outbox<NoPaxos>) {
@@ -166,7 +197,9 @@ impl Replica {
         }
     }
 
-    /// Leader: a follower asks for `slot`.
+    /// A follower asks for `slot`: the leader's answer, or a peer's. A slot this replica has
+    /// not reached yet is answered when it does (`Deferred`), not dropped: the asker would
+    /// otherwise stall until its next resend.
     pub(super) fn on_slot_lookup(
         &mut self,
         now: u64,
@@ -176,28 +209,70 @@ impl Replica {
         out: &mut Outbox<NoPaxos>,
     ) -> Handled {
         self.in_view(from, view)?;
-        if !self.is_leader() {
-            return Err(DropReason::SlotLookupAtAFollower);
-        }
         if slot == 0 {
             return Err(DropReason::Slot0DoesNotExist);
         }
-        if slot <= self.log.base() {
-            // Truncated here: the follower is far behind (a checkpoint interval past the
-            // sync-point). It gets the whole current log instead, as a late replica does.
-            self.stats.count("state_transfer_sent");
-            out.send(from, self.current_log_message());
+        if self.answer_lookup(from, slot, out) {
             return Ok(());
+        }
+        if self.is_leader() && slot == self.log_len() + 1 && !self.gap.blocks() {
+            self.on_lookup_ahead(now, slot, out);
+        }
+        self.deferred.lookups.insert(from, slot);
+        Ok(())
+    }
+
+    /// Answers `asker` about `slot` if this replica can now: its entry there; a peer without
+    /// one that is itself resolving that slot, or has truncated it, says so; a leader sends a
+    /// truncated slot's asker the whole current log, as a late replica gets.
+    fn answer_lookup(&mut self, asker: NodeId, slot: u64, out: &mut Outbox<NoPaxos>) -> bool {
+        let view = self.view;
+        if slot <= self.log.base() {
+            if self.is_leader() {
+                self.stats.count("state_transfer_sent");
+                out.send(asker, self.current_log_message());
+            } else {
+                out.send(asker, Message::SlotMissing { view, slot });
+            }
+            return true;
         }
         if let Some(entry) = self.log.get(slot) {
-            out.send(from, Message::SlotContent { view, slot, entry: entry.clone() });
-            return Ok(());
+            out.send(asker, Message::SlotContent { view, slot, entry: entry.clone() });
+            return true;
         }
-        if slot > self.log_len() + 1 || self.gap.blocks() {
-            return Err(DropReason::SlotLookupBeyondTheLeaderSPosition);
+        if !self.is_leader() && self.gap == (Gap::Lookup { slot }) {
+            out.send(asker, Message::SlotMissing { view, slot });
+            return true;
         }
-        self.on_lookup_ahead(now, slot, out);
-        Ok(())
+        false
+    }
+
+    /// After the log grew: answers the lookups that waited for it, applies the leader's NO-OPs
+    /// that arrived ahead of it. True if a NO-OP was applied (the log moved again).
+    pub(super) fn serve_deferred(&mut self, out: &mut Outbox<NoPaxos>) -> bool {
+        if !self.deferred.lookups.is_empty() {
+            let waiting: Vec<(NodeId, u64)> = self.deferred.lookups.iter().map(|(&a, &s)| (a, s)).collect();
+            for (asker, slot) in waiting {
+                if self.answer_lookup(asker, slot, out) {
+                    self.deferred.lookups.remove(&asker);
+                }
+            }
+        }
+        if let Some(slot) = self.deferred.find
+            && self.answer_find(slot, out)
+        {
+            self.deferred.find = None;
+        }
+        let Some(&slot) = self.deferred.gap_commits.first() else { return false };
+        if slot > self.log_len() + 1 {
+            return false;
+        }
+        self.deferred.gap_commits.remove(&slot);
+        self.stats.count("gap_commit_applied_late");
+        if let Err(reason) = self.apply_gap_commit(slot, out) {
+            self.stats.drop_input(reason.name());
+        }
+        true
     }
 
     /// The leader has neither the message nor a drop notification for its next slot, which a
@@ -217,7 +292,23 @@ impl Replica {
         }
     }
 
-    /// Follower: the leader's entry for the slot it waits on.
+    /// Follower: the peer it asked has nothing at `slot`; the leader decides.
+    pub(super) fn on_slot_missing(
+        &mut self,
+        from: NodeId,
+        view: ViewId,
+        slot: u64,
+        out: &mut Outbox<NoPaxos>,
+    ) -> Handled {
+        self.in_view(from, view)?;
+        if self.gap != (Gap::Lookup { slot }) {
+            return Err(DropReason::SlotContentNotWaitedFor);
+        }
+        out.send(self.leader_of(view), Message::SlotLookup { view, slot });
+        Ok(())
+    }
+
+    /// Follower: the leader's or a peer's entry for the slot it waits on.
     pub(super) fn on_slot_content(
         &mut self,
         now: u64,
@@ -227,7 +318,14 @@ impl Replica {
         entry: Entry,
         out: &mut Outbox<NoPaxos>,
     ) -> Handled {
-        self.check_from_leader(now, from, view, DropReason::SlotContentNotFromTheLeader)?;
+        if from == self.leader_of(view) {
+            self.check_from_leader(now, from, view, DropReason::SlotContentNotFromTheLeader)?;
+        } else {
+            self.in_view(from, view)?;
+            if self.is_leader() {
+                return Err(DropReason::SlotContentNotFromTheLeader);
+            }
+        }
         if self.gap != (Gap::Lookup { slot }) {
             return Err(DropReason::SlotContentNotWaitedFor);
         }
@@ -253,12 +351,28 @@ impl Replica {
         out: &mut Outbox<NoPaxos>,
     ) -> Handled {
         self.check_from_leader(now, from, view, DropReason::GapFindNotFromTheLeader)?;
-        let request = match self.log.get(slot) {
-            Some(Entry::Request(request)) => Some(request.clone()),
-            _ => None,
-        };
-        out.send(from, Message::GapFound { view, slot, request });
+        if slot == 0 {
+            return Err(DropReason::Slot0DoesNotExist);
+        }
+        if !self.answer_find(slot, out) {
+            // Not reached yet: a "no" now would make the leader NO-OP a request this follower is
+            // about to log, and its client retry.
+            self.deferred.find = Some(slot);
+        }
         Ok(())
+    }
+
+    /// Follower: answers the leader's search for `slot` if it can now: the request it holds
+    /// there, or none (a NO-OP, truncated, or itself resolving a drop there).
+    fn answer_find(&mut self, slot: u64, out: &mut Outbox<NoPaxos>) -> bool {
+        let request = match self.log.get(slot) {
+            Some(Entry::Request(request)) if slot > self.log.base() => Some(request.clone()),
+            Some(_) => None,
+            None if slot <= self.log.base() || self.gap == (Gap::Lookup { slot }) => None,
+            None => return false,
+        };
+        out.send(self.leader_of(self.view), Message::GapFound { view: self.view, slot, request });
+        true
     }
 
     /// Leader: an answer to its search.
@@ -295,7 +409,9 @@ impl Replica {
         Ok(())
     }
 
-    /// Follower: commit a NO-OP at `slot` (§5.2.2 step 2, fn 3).
+    /// Follower: commit a NO-OP at `slot` (§5.2.2 step 2, fn 3). One past the log's next slot
+    /// waits until the log reaches it (the spec's EXT-CODE choice): dropping it would stall
+    /// the leader until its next resend.
     pub(super) fn on_gap_commit(
         &mut self,
         now: u64,
@@ -305,9 +421,24 @@ impl Replica {
         out: &mut Outbox<NoPaxos>,
     ) -> Handled {
         self.check_from_leader(now, from, view, DropReason::GapCommitNotFromTheLeader)?;
-        if slot == 0 || slot > self.log_len() + 1 {
-            return Err(DropReason::GapCommitAheadOfTheLog);
+        if slot == 0 {
+            return Err(DropReason::Slot0DoesNotExist);
         }
+        if slot > self.log_len() + 1 {
+            if self.deferred.gap_commits.len() >= DEFERRED_GAP_COMMITS_MAX {
+                return Err(DropReason::GapCommitAheadOfTheLog);
+            }
+            self.deferred.gap_commits.insert(slot);
+            return Ok(());
+        }
+        self.apply_gap_commit(slot, out)?;
+        self.pump(now, out);
+        Ok(())
+    }
+
+    /// Puts the leader's NO-OP at `slot` (at most the next slot) and acknowledges it.
+    fn apply_gap_commit(&mut self, slot: u64, out: &mut Outbox<NoPaxos>) -> Handled {
+        let (view, leader) = (self.view, self.leader_of(self.view));
         if slot <= self.sync.sync_point {
             // A sync-prepare carried this NO-OP already: acknowledge it again (the first
             // acknowledgement may have been lost).
@@ -315,7 +446,7 @@ impl Replica {
                 // A request, or truncated (then a `SyncCommit` tells the leader instead).
                 return Err(DropReason::GapCommitAtASynchronisedRequest);
             }
-            out.send(from, Message::GapCommitRep { view, slot });
+            out.send(leader, Message::GapCommitRep { view, slot });
             return Ok(());
         }
         if slot <= self.exec.executed() {
@@ -332,8 +463,7 @@ impl Replica {
             self.gap = Gap::None;
             self.log.push(Entry::NoOp);
         }
-        out.send(from, Message::GapCommitRep { view, slot });
-        self.pump(now, out);
+        out.send(leader, Message::GapCommitRep { view, slot });
         Ok(())
     }
 

@@ -124,21 +124,29 @@ pub enum Message {
         /// The leader's result; `None` from other replicas.
         result: Option<CommandResult>,
     },
-    /// replica → leader: "what is in slot `slot`?" (a follower's DROP-NOTIFICATION, §5.2.2).
+    /// follower → a peer follower, then the leader: "what is in slot `slot`?" (a follower's
+    /// DROP-NOTIFICATION, §5.2.2).
     SlotLookup {
         /// Sender's view.
         view: ViewId,
         /// The slot.
         slot: u64,
     },
-    /// leader → replica: the leader's entry at `slot`.
+    /// leader or peer → replica: the sender's entry at `slot`.
     SlotContent {
-        /// Leader's view.
+        /// Sender's view.
         view: ViewId,
         /// The slot.
         slot: u64,
         /// The entry (request or NO-OP).
         entry: Entry,
+    },
+    /// peer → replica: "I have nothing at `slot` either": ask the leader.
+    SlotMissing {
+        /// Sender's view.
+        view: ViewId,
+        /// The slot.
+        slot: u64,
     },
     /// leader → replicas: "do you have slot `slot`?" (the optional optimisation of §5.2.2).
     GapFind {

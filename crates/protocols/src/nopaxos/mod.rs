@@ -12,9 +12,9 @@
 //! - **session-msg-num**: OUM positions consumed in the view's session. In Normal status
 //!   `log length − session-msg-num` is constant within a view (the *session base*).
 //! - **slot**: position in the log, from 1, the same in every view.
-//! - **gap agreement**: a follower missing a request asks the leader for the slot; a leader
-//!   missing one first asks the others for a copy, then commits a **NO-OP** with f
-//!   GAP-COMMIT-REPs before it moves on.
+//! - **gap agreement**: a follower missing a request asks a peer follower, then the leader,
+//!   for the slot; a leader missing one first asks the others for a copy, then commits a
+//!   **NO-OP** with f GAP-COMMIT-REPs before it moves on.
 //! - **sync-point**: every slot up to it is committed and the same in every replica's log;
 //!   followers execute up to it (only the leader executes beyond).
 //!
@@ -25,7 +25,7 @@
 //! | `Request` | client → sequencer | a request for the group |
 //! | `Stamped` | sequencer → replicas | the request with ⟨session, sequence⟩ |
 //! | `Reply` | replica → client | view-id, slot; the leader's carries the result |
-//! | `SlotLookup` / `SlotContent` | follower ↔ leader | a follower's drop notification: the leader's entry |
+//! | `SlotLookup` / `SlotContent` / `SlotMissing` | follower ↔ peer, then leader | a follower's drop notification: the entry |
 //! | `GapFind` / `GapFound` | leader ↔ followers | a leader's drop notification: a copy, if any |
 //! | `GapCommit` / `GapCommitRep` | leader ↔ followers | commit a NO-OP at a slot |
 //! | `ViewChangeReq` | replica → replicas | "I moved to this view" |

@@ -4,7 +4,7 @@
 
 use super::checker::Observation;
 use super::execution::{Applied, Execution};
-use super::gap_agreement::{Gap, LookupAhead};
+use super::gap_agreement::{Deferred, Gap, LookupAhead};
 use super::log::Log;
 use super::messages::{Entry, Message, Request, ViewId};
 use super::oum::{Delivery, Discard, OumReceiver};
@@ -73,12 +73,8 @@ pub enum DropReason {
     MalformedCheckpoint,
     /// "booting".
     Booting,
-    /// "slot lookup at a follower".
-    SlotLookupAtAFollower,
     /// "slot 0 does not exist".
     Slot0DoesNotExist,
-    /// "slot lookup beyond the leader's position".
-    SlotLookupBeyondTheLeaderSPosition,
     /// "slot content not from the leader".
     SlotContentNotFromTheLeader,
     /// "slot content not waited for".
@@ -151,9 +147,7 @@ impl DropReason {
             DropReason::MalformedRecoveryResponse => "malformed recovery response",
             DropReason::MalformedCheckpoint => "malformed checkpoint",
             DropReason::Booting => "booting",
-            DropReason::SlotLookupAtAFollower => "slot lookup at a follower",
             DropReason::Slot0DoesNotExist => "slot 0 does not exist",
-            DropReason::SlotLookupBeyondTheLeaderSPosition => "slot lookup beyond the leader's position",
             DropReason::SlotContentNotFromTheLeader => "slot content not from the leader",
             DropReason::SlotContentNotWaitedFor => "slot content not waited for",
             DropReason::GapFindNotFromTheLeader => "gap find not from the leader",
@@ -212,6 +206,8 @@ pub struct Replica {
     pub(super) gap: Gap,
     /// Leader: a follower asked about the leader's own next slot (see `gap_agreement.rs`).
     pub(super) lookup_ahead: Option<LookupAhead>,
+    /// Lookups and NO-OPs waiting for the log to reach their slot.
+    pub(super) deferred: Deferred,
     pub(super) sync: SyncState,
     pub(super) vc: ViewChangeState,
     /// Last time the leader of the view was heard from (followers).
@@ -252,6 +248,7 @@ impl Replica {
             exec: Execution::new(context.new_state_machine, config.client_table_max),
             gap: Gap::None,
             lookup_ahead: None,
+            deferred: Deferred::default(),
             sync: SyncState::default(),
             vc: ViewChangeState::default(),
             heard_from_leader_ns: 0,
@@ -284,6 +281,11 @@ impl Replica {
     /// The view.
     pub fn view(&self) -> ViewId {
         self.view
+    }
+
+    /// The gap this replica is resolving, if any.
+    pub fn gap(&self) -> &Gap {
+        &self.gap
     }
 
     /// The entries held, from slot `log_base() + 1`.
@@ -343,7 +345,13 @@ impl Replica {
     /// Consumes OUM deliveries while the replica is Normal and no gap holds it back (replicas
     /// always process operations in order, §5.2.2).
     pub(super) fn pump(&mut self, now: u64, out: &mut Outbox<NoPaxos>) {
-        while self.status == Status::Normal && !self.gap.blocks() {
+        while self.status == Status::Normal {
+            if self.serve_deferred(out) {
+                continue;
+            }
+            if self.gap.blocks() {
+                break;
+            }
             match self.oum.get_message() {
                 None => break,
                 Some(Delivery::Message { message, .. }) => self.append_request(message, out),
@@ -450,6 +458,7 @@ impl Replica {
             Message::Stamped { session, seq, request } => self.on_stamped(now, from, session, seq, request, out),
             Message::SlotLookup { view, slot } => self.on_slot_lookup(now, from, view, slot, out),
             Message::SlotContent { view, slot, entry } => self.on_slot_content(now, from, view, slot, entry, out),
+            Message::SlotMissing { view, slot } => self.on_slot_missing(from, view, slot, out),
             Message::GapFind { view, slot } => self.on_gap_find(now, from, view, slot, out),
             Message::GapFound { view, slot, request } => self.on_gap_found(now, from, view, slot, request, out),
             Message::GapCommit { view, slot } => self.on_gap_commit(now, from, view, slot, out),

@@ -3,6 +3,7 @@
 //! the clients.
 
 use super::controller::Controller;
+use super::gap_agreement::Gap;
 use super::messages::{Entry, Message, ViewId};
 use super::replica::{Replica, Status};
 use super::sequencer::Sequencer;
@@ -165,22 +166,109 @@ fn scenario_4_retry_gets_a_new_slot_and_executes_once() {
     assert_eq!(event(&cluster, cluster.replica(0), "duplicate_in_log"), 1);
 }
 
+fn is_lookup(envelope: &Envelope<NoPaxos>, from: NodeId, to: NodeId) -> bool {
+    matches!(envelope.message, Message::SlotLookup { .. }) && envelope.from == from && envelope.to == to
+}
+
 #[test]
-fn scenario_7_drop_to_one_follower_is_filled_from_the_leader() {
-    // Goal: a follower's drop notification is resolved by the leader's copy, no NO-OP. Method:
-    // A's stamped copy to r2 is lost; B's arrival gives r2 a drop notification for slot 1.
+fn scenario_7_drop_to_one_follower_is_filled_from_a_peer() {
+    // Goal: a follower's drop notification is resolved by a copy, no NO-OP, and without the
+    // leader: a peer follower holds the request (ordo asks a peer first, the leader after).
+    // Method: A's stamped copy to r2 is lost; B's arrival gives r2 a drop notification for
+    // slot 1; r2's lookup goes to r1.
     let mut cluster = cluster(3, 2);
-    let (c0, c1, r2) = (cluster.client(0), cluster.client(1), cluster.replica(2));
+    let (c0, c1, r0, r1, r2) =
+        (cluster.client(0), cluster.client(1), cluster.replica(0), cluster.replica(1), cluster.replica(2));
     let a = submit_and_stamp(&mut cluster, c0, Command::set("a", "1"));
     cluster.drop_where(|e| stamped(e, 1, r2));
     cluster.deliver_all();
     assert_eq!(cluster.result(a), Some(&CommandResult::Ok), "the leader and r1 suffice");
     let b = cluster.submit(c1, Command::set("b", "2"));
+    cluster.deliver_all_where(|e| !matches!(e.message, Message::SlotLookup { .. }));
+    assert!(cluster.deliver_first(|e| is_lookup(e, r2, r1)), "r2 asks its peer");
+    assert_eq!(cluster.drop_where(|e| is_lookup(e, r2, r0)), 0, "and not the leader");
     cluster.deliver_all();
     assert_eq!(cluster.result(b), Some(&CommandResult::Ok));
     assert_logs_equal(&cluster, &[0, 1, 2]);
     assert!((0..3).all(|rank| no_ops(replica(&cluster, rank)) == 0));
     assert_eq!(event(&cluster, r2, "gap_filled"), 1);
+}
+
+#[test]
+fn a_peer_without_the_slot_sends_the_follower_to_the_leader() {
+    // Goal: the peer lookup falls back to the leader (§5.2.2's rule) at once, not at the next
+    // tick. Method: A reaches only the leader; B gives both followers a drop notification for
+    // slot 1; each asks the other, which is resolving the same slot and says so.
+    let mut cluster = cluster(3, 2);
+    let (c0, c1, r0, r1, r2) =
+        (cluster.client(0), cluster.client(1), cluster.replica(0), cluster.replica(1), cluster.replica(2));
+    let a = submit_and_stamp(&mut cluster, c0, Command::set("a", "1"));
+    cluster.drop_where(|e| stamped(e, 1, r1) || stamped(e, 1, r2));
+    let b = cluster.submit(c1, Command::set("b", "2"));
+    cluster.deliver_all_where(|e| !matches!(e.message, Message::SlotLookup { .. }));
+    assert!(cluster.deliver_first(|e| is_lookup(e, r1, r2)));
+    assert!(cluster.deliver_first(|e| is_lookup(e, r2, r1)));
+    cluster.deliver_all_where(|e| !matches!(e.message, Message::SlotLookup { .. }));
+    assert!(cluster.deliver_first(|e| is_lookup(e, r1, r0)), "r2 had nothing: r1 asks the leader");
+    assert!(cluster.deliver_first(|e| is_lookup(e, r2, r0)), "and so does r2");
+    cluster.deliver_all();
+    assert_eq!(cluster.result(a), Some(&CommandResult::Ok));
+    assert_eq!(cluster.result(b), Some(&CommandResult::Ok));
+    assert_logs_equal(&cluster, &[0, 1, 2]);
+    assert!((0..3).all(|rank| no_ops(replica(&cluster, rank)) == 0));
+}
+
+#[test]
+fn a_follower_answers_the_leaders_search_once_it_reaches_the_slot() {
+    // Goal: a follower behind the leader does not answer "no copy" for a slot it has not
+    // reached (the leader would NO-OP a request the follower is about to log, and its client
+    // would wait out a retry). Method: A's copy to the leader is lost and its copies to the
+    // followers are late; B gives the leader a drop notification; the followers keep the
+    // search until A reaches them.
+    let mut cluster = cluster(3, 2);
+    let (c0, c1, r0) = (cluster.client(0), cluster.client(1), cluster.replica(0));
+    let a = submit_and_stamp(&mut cluster, c0, Command::set("a", "1"));
+    cluster.drop_where(|e| stamped(e, 1, r0));
+    let b = submit_and_stamp(&mut cluster, c1, Command::set("b", "2"));
+    assert!(cluster.deliver_first(|e| stamped(e, 2, r0)));
+    cluster.deliver_all_where(|e| !is_stamped(e));
+    assert!(matches!(replica(&cluster, 0).gap(), Gap::Finding { .. }), "the leader still searches");
+    assert_eq!(replica(&cluster, 0).log().len(), 0);
+    cluster.deliver_all();
+    assert_eq!(cluster.result(a), Some(&CommandResult::Ok), "a late follower's copy filled the slot");
+    assert_eq!(cluster.result(b), Some(&CommandResult::Ok));
+    assert_eq!(event(&cluster, r0, "gap_no_op"), 0);
+    assert_logs_equal(&cluster, &[0, 1, 2]);
+}
+
+#[test]
+fn a_gap_commit_ahead_of_the_log_waits_for_the_follower_to_reach_it() {
+    // Goal: a GAP-COMMIT for a slot past a follower's next one is kept, not dropped (the leader
+    // would wait for its next resend). Method: A (seq 1) and B (seq 2) are late at r2; B is
+    // lost to the leader, whose search answers are lost too, so it NO-OPs slot 2 when C (seq 3)
+    // arrives; r2, still before slot 1, gets that GAP-COMMIT, then A.
+    let mut cluster = cluster(3, 2);
+    let (c0, c1, r0, r2) = (cluster.client(0), cluster.client(1), cluster.replica(0), cluster.replica(2));
+    let to_r2 = move |e: &Envelope<NoPaxos>| is_stamped(e) && e.to == r2;
+    let is_found = |e: &Envelope<NoPaxos>| matches!(e.message, Message::GapFound { .. });
+    let a = submit_and_stamp(&mut cluster, c0, Command::set("a", "1"));
+    let b = submit_and_stamp(&mut cluster, c1, Command::set("b", "2"));
+    cluster.drop_where(|e| stamped(e, 2, r0));
+    cluster.deliver_all_where(|e| !to_r2(e));
+    assert_eq!(cluster.result(a), Some(&CommandResult::Ok));
+    let c = submit_and_stamp(&mut cluster, c0, Command::set("c", "3"));
+    cluster.deliver_all_where(|e| !to_r2(e) && !is_found(e));
+    cluster.drop_where(is_found);
+    cluster.advance(2 * Config::default().gap_find_timeout_ns);
+    cluster.deliver_all_where(|e| !to_r2(e));
+    assert_eq!(replica(&cluster, 2).log().len(), 0, "r2 has not reached slot 1");
+    assert!(cluster.deliver_first(|e| stamped(e, 1, r2)));
+    cluster.deliver_all();
+    assert_eq!(event(&cluster, r2, "gap_commit_applied_late"), 1);
+    assert_eq!(cluster.result(b), None, "B's slot became a NO-OP");
+    assert_eq!(cluster.result(c), Some(&CommandResult::Ok));
+    assert_logs_equal(&cluster, &[0, 1, 2]);
+    assert!(replica(&cluster, 2).log()[1].is_no_op());
 }
 
 #[test]
@@ -265,7 +353,8 @@ fn scenario_11_drop_before_the_sequencer_is_retried() {
 #[test]
 fn scenario_12_gap_commit_ahead_of_a_follower_skips_the_oum_position() {
     // Goal: fn 3. Method: A (seq 1) reaches nobody but r2, late; B (seq 2) reaches r0 and r1,
-    // late at r2 too. The leader commits a NO-OP at slot 1; r2 gets the GAP-COMMIT before A:
+    // late at r2 too. The leader's search times out (r2 would answer only once it reaches
+    // slot 1) and it commits a NO-OP at slot 1; r2 gets the GAP-COMMIT before A:
     // it appends the NO-OP and consumes position 1, so the late A is discarded and B lands in
     // slot 2, aligned with the others.
     let mut cluster = cluster(3, 2);
@@ -274,6 +363,10 @@ fn scenario_12_gap_commit_ahead_of_a_follower_skips_the_oum_position() {
     submit_and_stamp(&mut cluster, c0, Command::set("a", "1"));
     cluster.drop_where(|e| stamped(e, 1, r0) || stamped(e, 1, r1));
     let b = submit_and_stamp(&mut cluster, c1, Command::set("b", "2"));
+    cluster.deliver_all_where(|e| !(is_stamped(e) && e.to == r2));
+    // r2 keeps the leader's search to answer once it reaches slot 1; the search times out.
+    assert_eq!(replica(&cluster, 0).log().len(), 0, "the leader waits for r2's answer");
+    cluster.advance(Config::default().gap_find_timeout_ns);
     cluster.deliver_all_where(|e| !(is_stamped(e) && e.to == r2));
     assert_eq!(replica(&cluster, 2).log().len(), 1, "r2 took the NO-OP ahead of its OUM messages");
     assert_eq!(replica(&cluster, 2).session_msg_num(), 1, "and consumed position 1");

@@ -25,7 +25,7 @@
 //! A replica whose executed prefix is not a prefix of the new log (an ousted leader that ran
 //! requests the new view dropped, §5.3) discards its state and executes the agreed log again.
 
-use super::gap_agreement::Gap;
+use super::gap_agreement::{Deferred, Gap};
 use super::log::Log;
 use super::messages::{Entry, Message, SharedLog, ViewId};
 use super::replica::{DropReason, Handled, Replica, Status};
@@ -84,6 +84,7 @@ impl Replica {
         }
         self.gap = Gap::None;
         self.lookup_ahead = None;
+        self.deferred = Deferred::default();
         self.view = target;
         self.status = Status::ViewChange;
         self.vc = ViewChangeState {
@@ -343,6 +344,7 @@ impl Replica {
         self.session_base = self.log_len() - session_msg_num;
         self.gap = Gap::None;
         self.lookup_ahead = None;
+        self.deferred = Deferred::default();
         self.sync.start_view(self.log_len());
         // The checkpoint's slots are committed.
         self.sync.sync_point = self.sync.sync_point.max(self.log.base());
