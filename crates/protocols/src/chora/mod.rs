@@ -65,6 +65,8 @@ pub use canary::ChoraCommitBelowQuorum;
 mod tests;
 #[cfg(test)]
 mod tests_recovery;
+#[cfg(test)]
+mod tests_scenarios;
 
 use ordo_core::{CrashModel, GlobalChecker, Node, NodeContext, Protocol, Role};
 use serde::{Deserialize, Serialize};
