@@ -28,6 +28,15 @@
 //! | `Pulse` | replica → replicas | proposal, cumulative ack, nack/recover/skip |
 //! | `ViewChangeRequest` | candidate → replicas | ask for votes, with the log's (view, last-append) |
 //! | `ViewChangeReply` | voter → candidate | one vote per view |
+//! | `StateRequest` | restarted or lagging replica → replicas | ask for a snapshot (not in the paper) |
+//! | `StateReply` | replica → requester | the committed prefix as a snapshot, with the view |
+//!
+//! # Recovery (not in the paper, which is crash-stop)
+//!
+//! A replica persists its highest view and a bound on its acks before speaking in the view or
+//! acking past the bound; a restarted one installs a snapshot committed past that bound before
+//! it acks or votes, and never votes or proposes in a view it may have spoken in
+//! (`state_transfer.rs`; the argument is in docs/protocols/chora.md).
 //!
 //! # Invariants (checked after every input by `check_invariants`)
 //!

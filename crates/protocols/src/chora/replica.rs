@@ -840,6 +840,8 @@ impl Node<Chora> for Replica {
         let acks = &self.acks;
         assert!(acks.last_commit <= acks.last_ack, "we commit only what we hold and verified");
         assert!(acks.last_ack <= self.log.last_append(), "last-ack ≤ last-append (§6.1)");
+        let own = acks.acked[self.rank as usize];
+        assert!(own <= self.durability.ack_limit, "no ack counts above the durable ack limit");
         assert_eq!(self.exec.executed, acks.last_commit, "committed slots execute at once");
         assert!(self.log.first() <= self.exec.executed, "only executed slots are truncated");
         if !self.vs.view_init_committed {
