@@ -1,6 +1,6 @@
 //! Scripted tests of the spec §12 scenarios that `tests.rs` does not cover: view-change races
-//! (16–20), lost acks (8), a lagging replica (14), spurious coordination timeouts (28) and the
-//! one-send-per-round rule (3). Node ids: replicas first (n0..), then clients; client `i`
+//! (16–20), the recover discipline (23), lost acks (8), a lagging replica (14), spurious
+//! coordination timeouts (28) and the one-send-per-round rule (3). Node ids: replicas first (n0..), then clients; client `i`
 //! sends to replica `(replicas + i) % replicas` first. The global checker (§8.3) runs after
 //! every step.
 
@@ -277,4 +277,53 @@ fn spurious_coordination_timeouts_stay_safe_and_bounded() {
     for rank in 0..3 {
         assert_eq!(replica(&cluster, rank).view(), 0, "no view change");
     }
+}
+
+#[test]
+fn a_follower_never_recovers_an_unverified_old_slot() {
+    // Scenario 23: a follower of a new view holds an old-view entry above its last-ack (its
+    // own proposal that nobody acked); asked for it by a nack it does not send it again, since
+    // only a verified prefix may be recovered below the view-base (§6.5). Asked for a slot at
+    // or below its last-ack, it does. Method: single proposer (replica 0) so its proposals are
+    // contiguous; its pulse is dropped; replica 1 (injected) wins view 1 and pulses its
+    // view-init with the nacks.
+    let mut cluster = Cluster::<Chora>::new(3, 1, Config { proposers: 1, ..Config::default() });
+    let client = cluster.client(0);
+    write(&mut cluster, client, "u", "0");
+    let (r0, r1) = (cluster.replica(0), cluster.replica(1));
+    let _op = cluster.submit(client, Command::set("u", "1"));
+    cluster.deliver_all();
+    let mut waited = 0;
+    while !cluster.pending().any(|e| e.from == r0 && is_proposal(&e.message)) {
+        cluster.advance(10_000);
+        waited += 1;
+        assert!(waited < 1_000, "replica 0 proposed");
+    }
+    cluster.drop_where(|e| e.from == r0);
+    let (held, verified) = (replica(&cluster, 0).log().last_append(), replica(&cluster, 0).acks().last_commit);
+    assert!(held > verified, "an entry nobody acked");
+    cluster.inject(r1, r0, Message::ViewChangeRequest { view: 1, last_append: held + 10, last_append_view: 0 });
+    cluster.deliver_all_where(|e| e.to == r0);
+    assert_eq!(replica(&cluster, 0).view(), 1);
+    assert_eq!(replica(&cluster, 0).acks().last_ack, verified, "a new view starts from the verified prefix");
+    let base = held + 11;
+    let view_init = super::messages::Entry { view: 1, value: Value::ViewInit { proposers: vec![1] } };
+    let pulse = |nack: u64, proposal| {
+        Message::Pulse(Box::new(super::messages::Pulse {
+            view: 1,
+            base,
+            ack: base,
+            latest_proposed: base,
+            proposal,
+            skip: None,
+            nack: Some((nack, nack)),
+            recovers: Vec::new(),
+        }))
+    };
+    cluster.inject(r1, r0, pulse(held, Some((base, view_init))));
+    cluster.deliver_all_where(|e| e.to == r0);
+    assert!(!replica(&cluster, 0).repair.recovers.contains_key(&held), "no recover above last-ack");
+    cluster.inject(r1, r0, pulse(verified, None));
+    cluster.deliver_all_where(|e| e.to == r0);
+    assert!(replica(&cluster, 0).repair.recovers.contains_key(&verified), "a verified slot is recovered");
 }
