@@ -81,10 +81,12 @@ impl Replica {
     /// Acks near the durable limit: write a new one `ack_reserve` ahead.
     pub(super) fn reserve_acks(&mut self, out: &mut Outbox<Chora>) {
         let reserve = self.config.ack_reserve;
-        let wanted = self.acks.last_ack.max(self.log.last_append()) + reserve / 2;
-        if self.durability.limit_pending.is_none() && wanted > self.durability.ack_limit {
+        // Measured from what we hold, not only what we acked: a long repair backlog must not
+        // make every input write again.
+        let reach = self.acks.last_ack.max(self.log.last_append());
+        if self.durability.limit_pending.is_none() && reach + reserve / 2 > self.durability.ack_limit {
             self.stats.count("ack_reserve");
-            self.persist_state(self.acks.last_ack + reserve, out);
+            self.persist_state(reach + reserve, out);
         }
     }
 
