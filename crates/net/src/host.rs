@@ -440,7 +440,9 @@ impl<P: Protocol> Host<P> {
     fn commit(&mut self) -> Result<(), HostError> {
         for index in 0..self.locals.len() {
             let local = &mut self.locals[index];
-            if !local.storage.dirty() && local.runner.held_count() == 0 {
+            // A `Replace` write is durable when it returns: its notice is still owed to the node.
+            let unnoticed = local.runner.writes_durable_count() < local.storage.durable();
+            if !local.storage.dirty() && local.runner.held_count() == 0 && !unnoticed {
                 continue;
             }
             let durable = local.storage.sync().map_err(io(format!("sync storage of {}", local.id)))?;

@@ -145,6 +145,22 @@ impl ReplicaLog {
         assert!(self.entries.contains_key(&first), "the new floor is held");
     }
 
+    /// Makes `slot`, holding `entry`, the new floor (a snapshot committed there was installed):
+    /// forgets everything below and at it, keeps what lies above.
+    pub fn install_floor(&mut self, slot: u64, entry: Entry) {
+        assert!(slot > self.first, "a snapshot moves the floor up");
+        let above = self.entries.split_off(&(slot + 1));
+        self.entries = above;
+        self.entries.insert(slot, entry);
+        self.first = slot;
+        self.last_append = self.last_append.max(slot);
+        if self.last_append == slot {
+            while self.entries.contains_key(&(self.last_append + 1)) {
+                self.last_append += 1;
+            }
+        }
+    }
+
     /// Entries in `from..=until`, in slot order.
     pub fn range(&self, from: u64, until: u64) -> impl Iterator<Item = (u64, &Entry)> {
         self.entries.range(from..=until.max(from)).filter(move |_| from <= until).map(|(&slot, entry)| (slot, entry))

@@ -5,6 +5,8 @@
 //! `latest-propose-slot` piggybacked. In responsive mode the same pulse leaves at once after
 //! any input that gave it something to say, so it also plays `propose-ack`.
 
+use crate::client_table::ClientRecord;
+use bytes::Bytes;
 use ordo_core::{Command, CommandResult, RequestId};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -95,6 +97,28 @@ pub struct Pulse {
     pub recovers: Vec<(u64, Entry)>,
 }
 
+/// A committed prefix, for state transfer: the state after executing every slot up to
+/// `commit`, with the view it was taken in (docs/protocols/chora.md, "Recovery").
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Snapshot {
+    /// The sender's view; its view-init committed at or below `commit`.
+    pub view: u64,
+    /// That view's view-base.
+    pub base: u64,
+    /// That view's proposers.
+    pub proposers: Vec<u32>,
+    /// Every slot up to here is committed and folded in.
+    pub commit: u64,
+    /// The entry at `commit` (the receiver's new log floor).
+    pub floor: Entry,
+    /// Requests executed so far (numbers the client table's ops).
+    pub ops: u64,
+    /// `StateMachine::snapshot` bytes.
+    pub state: Bytes,
+    /// The client table, by client.
+    pub client_table: Vec<ClientRecord>,
+}
+
 /// Every message of Chora.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Message {
@@ -120,6 +144,14 @@ pub enum Message {
         /// The view of its entry there.
         last_append_view: u64,
     },
+    /// A restarted or far-behind replica → replicas: send a snapshot once your commit reaches
+    /// `need` (state transfer; not in the paper).
+    StateRequest {
+        /// The lowest commit point the requester accepts.
+        need: u64,
+    },
+    /// Replica → requester: its committed prefix.
+    StateReply(Box<Snapshot>),
     /// Voter → candidate (`view-change-reply`, a.k.a. `view-change-vote`).
     ViewChangeReply {
         /// The view voted in.

@@ -28,6 +28,15 @@
 //! | `Pulse` | replica → replicas | proposal, cumulative ack, nack/recover/skip |
 //! | `ViewChangeRequest` | candidate → replicas | ask for votes, with the log's (view, last-append) |
 //! | `ViewChangeReply` | voter → candidate | one vote per view |
+//! | `StateRequest` | restarted or lagging replica → replicas | ask for a snapshot (not in the paper) |
+//! | `StateReply` | replica → requester | the committed prefix as a snapshot, with the view |
+//!
+//! # Recovery (not in the paper, which is crash-stop)
+//!
+//! A replica persists its highest view and a bound on its acks before speaking in the view or
+//! acking past the bound; a restarted one installs a snapshot committed past that bound before
+//! it acks or votes, and never votes or proposes in a view it may have spoken in
+//! (`state_transfer.rs`; the argument is in docs/protocols/chora.md).
 //!
 //! # Invariants (checked after every input by `check_invariants`)
 //!
@@ -53,6 +62,7 @@ pub mod log;
 pub mod messages;
 pub mod recovery;
 pub mod replica;
+pub mod state_transfer;
 pub mod view_change;
 
 #[cfg(feature = "canary")]
@@ -62,6 +72,10 @@ pub use canary::ChoraCommitBelowQuorum;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_recovery;
+#[cfg(test)]
+mod tests_scenarios;
 
 use ordo_core::{CrashModel, GlobalChecker, Node, NodeContext, Protocol, Role};
 use serde::{Deserialize, Serialize};
@@ -110,8 +124,12 @@ pub struct Config {
     pub cmds_max: usize,
     /// Most entries sent again in one pulse, and most slots one nack names.
     pub recover_max: usize,
-    /// Executed slots kept in the log for repairing others before truncation.
+    /// Executed slots kept in the log for repairing others before truncation. A replica that
+    /// falls further behind the others' commit point than half of this fetches a snapshot.
     pub log_keep: u64,
+    /// Slots a replica may ack beyond its last durable ack limit's write: it persists a new
+    /// limit this far ahead when half of the reserve is used (see `state_transfer.rs`).
+    pub ack_reserve: u64,
     /// Clients remembered for at-most-once execution.
     pub client_table_max: usize,
     /// Adaptive mode: share of rounds (in percent) whose pulses from every proposer arrived
@@ -134,6 +152,7 @@ impl Default for Config {
             cmds_max: 4096,
             recover_max: 64,
             log_keep: 50_000,
+            ack_reserve: 4096,
             client_table_max: 100_000,
             switch_threshold_percent: 50,
         }
@@ -153,6 +172,7 @@ impl Config {
             ("cmds_max", self.cmds_max as u64),
             ("recover_max", self.recover_max as u64),
             ("log_keep", self.log_keep),
+            ("ack_reserve", self.ack_reserve),
             ("client_table_max", self.client_table_max as u64),
         ];
         if let Some((name, _)) = positive.iter().find(|(_, value)| *value == 0) {
@@ -181,11 +201,19 @@ pub enum Timer {
     Watchdog,
 }
 
-/// What Chora nodes persist.
+/// What Chora nodes persist: one record, replaced at every write.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Durable {
-    /// A replica has run before: on restart it retires (the paper's crash-stop model, §6.1).
-    Launched,
+    /// The highest view the replica entered (it voted, proposed or acked in no higher one) and
+    /// a bound on every ack it sent. A restarted replica neither votes nor proposes in a view
+    /// up to `view`, and takes part again only from a snapshot committed at or past
+    /// `ack_limit` (docs/protocols/chora.md, "Recovery").
+    State {
+        /// Highest view entered.
+        view: u64,
+        /// No ack ever sent names a slot above it.
+        ack_limit: u64,
+    },
 }
 
 /// A deliberate bug, for the canaries of the fuzz harness (`canary.rs`).
@@ -207,9 +235,10 @@ impl Protocol for Chora {
     type Config = Config;
     type Observation = checker::Observation;
 
-    /// Replicas are crash-stop, as the paper's model (§6.1; spec §2.1).
+    /// The paper is crash-stop (§6.1); ordo adds recovery: a restarted replica rejoins after
+    /// state transfer (`state_transfer.rs`).
     fn crash_model() -> CrashModel {
-        CrashModel::Stop
+        CrashModel::Recover
     }
 
     fn runtime_defaults() -> &'static [(&'static str, u64)] {
@@ -222,7 +251,7 @@ impl Protocol for Chora {
     }
 
     fn coverage_goals() -> &'static [&'static str] {
-        &["view_change", "recover", "skip"]
+        &["view_change", "recover", "skip", "state_transfer"]
     }
 
     fn client_window(config: &Config) -> usize {

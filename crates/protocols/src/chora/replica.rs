@@ -5,12 +5,13 @@
 use super::checker::Observation;
 use super::log::{ReplicaLog, Schedule};
 use super::messages::{Entry, Message, Pulse, Request, Value};
+use super::state_transfer::Durability;
 use super::{Chora, Config, Durable, Flaw, Mode, Timer};
 use crate::client_table::{ClientTable, Lookup};
 use crate::multipaxos::checker::execution_digest;
 use ordo_core::{
-    ClockReading, CommandResult, Destinations, Node, NodeContext, NodeId, NodeStats, Outbox, PersistMode,
-    PersistTicket, RequestId, StateMachine,
+    ClockReading, CommandResult, Destinations, Node, NodeContext, NodeId, NodeStats, Outbox, PersistTicket, RequestId,
+    StateMachine,
 };
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -27,8 +28,8 @@ pub enum Status {
     Booting,
     /// Taking part.
     Running,
-    /// Restarted after a crash: crash-stop, it takes no further part.
-    Retired,
+    /// Restarted after a crash: waiting for a snapshot before it takes part again.
+    Recovering,
 }
 
 /// The replica's role in its view (§6.5, Fig. 6).
@@ -89,12 +90,12 @@ pub struct Proposing {
 
 /// Executing committed slots and answering clients.
 pub struct Execution {
-    state_machine: Box<dyn StateMachine>,
-    table: ClientTable,
+    pub(super) state_machine: Box<dyn StateMachine>,
+    pub(super) table: ClientTable,
     /// Every slot up to it is executed.
     pub executed: u64,
     /// Requests executed, numbering the client table's ops.
-    ops: u64,
+    pub(super) ops: u64,
     /// Requests clients sent to us, which we answer once executed.
     pub waiting: BTreeMap<RequestId, NodeId>,
 }
@@ -140,7 +141,7 @@ pub struct Replica {
     pub(super) repair: super::recovery::Repair,
     /// Last local time each replica (by rank) was heard from.
     pub(super) heard_ns: Vec<u64>,
-    launch: Option<PersistTicket>,
+    pub(super) durability: Durability,
     pub(super) stats: NodeStats,
 }
 
@@ -160,12 +161,12 @@ pub fn initial_proposers(config: &Config, n: usize) -> Vec<u32> {
 }
 
 impl Replica {
-    /// A replica, fresh (`durable` empty) or restarted (it retires).
+    /// A replica, fresh (`durable` empty) or restarted (it recovers by state transfer).
     pub(crate) fn new(context: NodeContext<Chora>, durable: Vec<Durable>, flaw: Flaw) -> Self {
         let replicas = context.topology.replicas().clone();
         let others: Destinations = replicas.iter().copied().filter(|&r| r != context.id).collect();
         let rank = context.topology.replica_rank(context.id).expect("a replica has a rank") as u32;
-        let restarted = durable.contains(&Durable::Launched);
+        let restored = Durability::restored(&durable);
         let config = context.config.clone();
         let proposers = initial_proposers(&config, replicas.len());
         let schedule = Schedule::new(0, proposers.clone());
@@ -178,7 +179,7 @@ impl Replica {
             flaw,
             quorum: n / 2 + 1,
             rng: ChaCha8Rng::seed_from_u64(context.seed),
-            status: if restarted { Status::Retired } else { Status::Booting },
+            status: if restored.is_some() { Status::Recovering } else { Status::Booting },
             log,
             vs: ViewState {
                 view: 0,
@@ -203,7 +204,12 @@ impl Replica {
             rounds: Rounds { responsive: config.mode == Mode::Responsive, ..Rounds::default() },
             repair: super::recovery::Repair::default(),
             heard_ns: vec![0; n],
-            launch: None,
+            durability: restored.map_or_else(Durability::default, |(view, ack_limit)| Durability {
+                ack_limit,
+                fresh_from: view + 1,
+                need: ack_limit,
+                ..Durability::default()
+            }),
             stats: NodeStats::default(),
             replicas,
             others,
@@ -359,7 +365,7 @@ impl Replica {
             self.propose_into(&mut pulse, &schedule, next);
         }
         self.advance_ack();
-        pulse.ack = self.acks.last_ack;
+        pulse.ack = self.own_ack();
         pulse.latest_proposed = self.proposing.latest_proposed;
         Some(pulse)
     }
@@ -411,8 +417,8 @@ impl Replica {
 
     /// Sends `pulse` to every other replica.
     pub(super) fn send_pulse(&mut self, pulse: Pulse, out: &mut Outbox<Chora>) {
-        for observation in self.repair.pending_observations.drain(..) {
-            out.observe(observation);
+        for observation in std::mem::take(&mut self.repair.pending_observations) {
+            self.observe_in_view(observation, out);
         }
         self.rounds.pulses_this_round += 1;
         self.rounds.rounds_since_pulse = 0;
@@ -426,7 +432,7 @@ impl Replica {
         if !pulse.recovers.is_empty() {
             self.stats.count("recover");
         }
-        out.multicast(&self.others, Message::Pulse(Box::new(pulse)));
+        self.multicast_in_view(Message::Pulse(Box::new(pulse)), out);
     }
 
     /// True when a pulse says nothing its predecessor did not.
@@ -650,7 +656,7 @@ impl Replica {
         if self.acks.last_ack >= schedule.base {
             self.acks.last_ack = self.acks.last_ack.max(self.log.last_append());
         }
-        self.acks.acked[self.rank as usize] = self.acks.last_ack;
+        self.acks.acked[self.rank as usize] = self.own_ack();
     }
 
     /// The commit rule: the q-th highest ack, once it reaches the view-base (§6.2, §6.5).
@@ -727,6 +733,7 @@ impl Replica {
     /// What follows any input: acks move, commits happen, responsive pulses leave.
     pub(super) fn after_progress(&mut self, now: u64, out: &mut Outbox<Chora>) {
         self.try_commit(now, out);
+        self.reserve_acks(out);
         self.flush_responsive(out);
     }
 
@@ -747,41 +754,50 @@ impl Replica {
                 self.on_view_change_request(now, from, view, last_append, last_append_view, out)
             }
             Message::ViewChangeReply { view } => self.on_view_change_reply(now, from, view, out),
+            Message::StateRequest { need } => {
+                self.on_state_request(from, need, out)?;
+                self.after_progress(now, out);
+                Ok(())
+            }
+            Message::StateReply(snapshot) => self.on_state_reply(now, *snapshot, out),
             Message::Reply { .. } => Err("reply sent to a replica"),
         }
     }
 }
 
 impl Node<Chora> for Replica {
-    fn on_start(&mut self, _now: ClockReading, out: &mut Outbox<Chora>) {
-        if self.status == Status::Retired {
-            self.stats.count("retired");
+    fn on_start(&mut self, now: ClockReading, out: &mut Outbox<Chora>) {
+        if self.status == Status::Recovering {
+            self.stats.count("restarted");
+            let need = self.durability.need;
+            self.request_state(now.local_ns, need, out);
+            out.set_timer(Timer::Coordination, self.config.coordination_ns);
             return;
         }
-        self.launch = Some(out.persist(Durable::Launched, PersistMode::Append));
+        self.persist_view(out);
+        self.reserve_acks(out);
+        self.durability.boot = out.last_ticket();
     }
 
     fn on_durable(&mut self, now: ClockReading, through: PersistTicket, out: &mut Outbox<Chora>) {
-        if self.status == Status::Booting && self.launch.is_some_and(|ticket| ticket <= through) {
-            // Taking part before the launch record is durable would let a crash erase the fact
-            // that this replica ever voted or proposed (a restart must retire).
+        self.on_written(through, out);
+        if self.status == Status::Booting && self.durability.boot.is_some_and(|ticket| ticket <= through) {
+            // Taking part before the first record is durable would let a crash erase the fact
+            // that this replica ever voted, proposed or acked (a restart must recover).
             self.status = Status::Running;
             self.vs.progress_ns = now.local_ns;
             self.heard_ns.fill(now.local_ns);
             self.vs.timeout_ns = self.random_timeout();
-            if !self.rounds.responsive || self.config.mode == Mode::Adaptive {
-                out.set_timer(Timer::Round, self.config.round_ns);
-            }
-            out.set_timer(Timer::Coordination, self.config.coordination_ns);
-            out.set_timer(Timer::Watchdog, self.config.coordination_ns);
+            self.start_timers(out);
         }
     }
 
     fn on_message(&mut self, now: ClockReading, from: NodeId, message: Message, out: &mut Outbox<Chora>) {
-        let handled = match self.status {
-            Status::Retired => Err("retired"),
-            Status::Booting => Err("booting"),
-            Status::Running => self.dispatch(now.local_ns, from, message, out),
+        let handled = match (self.status, message) {
+            (Status::Recovering, Message::StateReply(snapshot)) => self.on_state_reply(now.local_ns, *snapshot, out),
+            (Status::Recovering, _) => Err("recovering"),
+            (Status::Booting, _) => Err("booting"),
+            (Status::Running, message) => self.dispatch(now.local_ns, from, message, out),
         };
         if let Err(reason) = handled {
             self.stats.drop_input(reason);
@@ -789,19 +805,27 @@ impl Node<Chora> for Replica {
     }
 
     fn on_timer(&mut self, now: ClockReading, timer: Timer, out: &mut Outbox<Chora>) {
+        let now = now.local_ns;
+        if self.status == Status::Recovering && timer == Timer::Coordination {
+            // Ask again until a snapshot reaches what we may have acked.
+            let need = self.durability.need;
+            self.request_state(now, need, out);
+            out.set_timer(Timer::Coordination, self.config.coordination_ns);
+        }
         if self.status != Status::Running {
             return;
         }
-        let now = now.local_ns;
         match timer {
             Timer::Round => self.on_round(now, out),
             Timer::Coordination => {
+                self.check_lag(now, out);
                 self.on_coordination(now);
                 self.flush_responsive(out);
                 out.set_timer(Timer::Coordination, self.config.coordination_ns);
             }
             Timer::Watchdog => {
                 self.on_watchdog(now, out);
+                self.maybe_rejoin(now, out);
                 out.set_timer(Timer::Watchdog, self.config.coordination_ns);
             }
             Timer::ClientRetry => self.stats.drop_input("timer not for a replica"),
@@ -809,13 +833,15 @@ impl Node<Chora> for Replica {
     }
 
     fn check_invariants(&self) {
-        if self.status == Status::Retired {
-            assert_eq!(self.exec.executed, 0, "a retired replica executes nothing");
+        if self.status == Status::Recovering {
+            assert_eq!(self.exec.executed, 0, "a recovering replica executes nothing");
             return;
         }
         let acks = &self.acks;
         assert!(acks.last_commit <= acks.last_ack, "we commit only what we hold and verified");
         assert!(acks.last_ack <= self.log.last_append(), "last-ack ≤ last-append (§6.1)");
+        let own = acks.acked[self.rank as usize];
+        assert!(own <= self.durability.ack_limit, "no ack counts above the durable ack limit");
         assert_eq!(self.exec.executed, acks.last_commit, "committed slots execute at once");
         assert!(self.log.first() <= self.exec.executed, "only executed slots are truncated");
         if !self.vs.view_init_committed {
@@ -841,7 +867,7 @@ impl Node<Chora> for Replica {
     }
 
     fn is_recovering(&self) -> bool {
-        self.status == Status::Retired
+        self.status == Status::Recovering
     }
 
     fn stats(&self) -> &NodeStats {
@@ -849,7 +875,7 @@ impl Node<Chora> for Replica {
     }
 
     fn state_machine(&self) -> Option<&dyn StateMachine> {
-        (self.status != Status::Retired).then(|| self.exec.state_machine.as_ref())
+        (self.status != Status::Recovering).then(|| self.exec.state_machine.as_ref())
     }
 
     fn status(&self) -> String {

@@ -37,7 +37,7 @@ impl Replica {
 
     /// Moves to `view` in `role`: uncommitted entries past the first gap go, acks reset, and
     /// proposing stops until the view's view-init commits (§6.5).
-    fn enter_view(&mut self, now: u64, view: u64, role: ViewRole) {
+    fn enter_view(&mut self, now: u64, view: u64, role: ViewRole, out: &mut Outbox<Chora>) {
         assert!(view > self.vs.view, "views only grow");
         self.vs.view = view;
         self.vs.role = role;
@@ -54,30 +54,35 @@ impl Replica {
         self.proposing.latest_proposed = 0;
         self.acks.acked.fill(0);
         self.acks.last_ack = self.acks.last_commit;
-        self.acks.acked[self.rank as usize] = self.acks.last_ack;
+        self.acks.acked[self.rank as usize] = self.own_ack();
         self.repair.clear();
         self.rounds.window.clear();
+        // Nothing of the view (vote, proposal, ack) leaves before the view is durable: a
+        // restarted replica must know every view it may have spoken in.
+        self.persist_view(out);
     }
 
     /// Follows `view`, whose initiator was elected without our vote.
-    pub(super) fn adopt_view(&mut self, now: u64, view: u64, _out: &mut Outbox<Chora>) {
+    pub(super) fn adopt_view(&mut self, now: u64, view: u64, out: &mut Outbox<Chora>) {
         self.stats.count("adopt_view");
-        self.enter_view(now, view, ViewRole::Follower);
+        self.enter_view(now, view, ViewRole::Follower, out);
     }
 
     /// Becomes a candidate of `view` and asks for votes.
     pub(super) fn start_candidacy(&mut self, now: u64, view: u64, out: &mut Outbox<Chora>) {
+        // A restarted replica never runs in a view an earlier incarnation may have voted in.
+        let view = view.max(self.durability.fresh_from);
         self.stats.count("candidacy");
-        self.enter_view(now, view, ViewRole::Candidate);
+        self.enter_view(now, view, ViewRole::Candidate, out);
         self.vs.voted_for = Some(self.id);
         self.vs.voted_by.insert(self.id);
-        out.observe(Observation::Vote { view, voter: self.rank, candidate: self.rank });
+        self.observe_in_view(Observation::Vote { view, voter: self.rank, candidate: self.rank }, out);
         let request = Message::ViewChangeRequest {
             view,
             last_append: self.log.last_append(),
             last_append_view: self.log.last_append_view(),
         };
-        out.multicast(&self.others, request);
+        self.multicast_in_view(request, out);
         if self.vs.voted_by.len() >= self.quorum {
             self.become_initiator(now, out);
         }
@@ -103,6 +108,10 @@ impl Replica {
         if last_append_view >= view {
             return Err("malformed view-change request");
         }
+        if view < self.durability.fresh_from {
+            // An earlier incarnation of ours may have voted in this view (Claim 2).
+            return Err("view-change request for a view we may have voted in");
+        }
         self.heard_ns[rank] = now;
         let ours = (self.log.last_append_view(), self.log.last_append());
         if (last_append_view, last_append) < ours {
@@ -111,10 +120,10 @@ impl Replica {
             self.start_candidacy(now, view + 1, out);
             return Ok(());
         }
-        self.enter_view(now, view, ViewRole::Follower);
+        self.enter_view(now, view, ViewRole::Follower, out);
         self.vs.voted_for = Some(from);
-        out.observe(Observation::Vote { view, voter: self.rank, candidate: rank as u32 });
-        out.send(from, Message::ViewChangeReply { view });
+        self.observe_in_view(Observation::Vote { view, voter: self.rank, candidate: rank as u32 }, out);
+        self.send_in_view(from, Message::ViewChangeReply { view }, out);
         Ok(())
     }
 
@@ -175,16 +184,13 @@ impl Replica {
             entries,
         });
         let entry = Entry { view: self.vs.view, value: Value::ViewInit { proposers: proposers.clone() } };
-        out.observe(Observation::Proposed {
-            slot: base,
-            view: self.vs.view,
-            value: entry.value_id(),
-            owner: self.rank,
-        });
+        let proposed =
+            Observation::Proposed { slot: base, view: self.vs.view, value: entry.value_id(), owner: self.rank };
+        self.observe_in_view(proposed, out);
         self.log.insert(base, entry);
         self.vs.schedule = Some(Schedule::new(base, proposers));
         self.acks.last_ack = base;
-        self.acks.acked[self.rank as usize] = base;
+        self.acks.acked[self.rank as usize] = self.own_ack();
         self.proposing.latest_proposed = base;
         self.repair.resend_view_init = true;
         self.after_progress(now, out);
@@ -236,9 +242,14 @@ impl Replica {
         if self.vs.view > 0 {
             self.stats.count("view_change");
         }
-        if schedule.is_proposer(self.rank) {
+        if schedule.is_proposer(self.rank) && self.vs.view >= self.durability.fresh_from {
             self.proposing.next_propose = Some(schedule.next_owned(self.rank, schedule.base));
+            self.durability.rejoin_at = None;
         } else {
+            if schedule.is_proposer(self.rank) {
+                // Slots an earlier incarnation may have used: ask for a view that lists us anew.
+                self.durability.rejoin_at.get_or_insert(self.vs.progress_ns + self.config.coordination_ns);
+            }
             // We own no slots in this view: hand what we buffered to the proposers.
             let cmds: Vec<_> = self.proposing.cmds.drain(..).collect();
             for request in cmds {
