@@ -1,0 +1,266 @@
+//! What the real-process tests share: a local cluster started by `ordo cluster up` and stopped
+//! on drop, and a load of Redis clients that records a history for the linearizability checker.
+//! Each test binary compiles this module on its own and uses part of it.
+#![allow(dead_code)]
+
+use ordo_check::history::{EventKind, HistoryEvent, OpKind};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// The keys the load writes and reads.
+pub const KEYS: [&str; 4] = ["k0", "k1", "k2", "k3"];
+
+static NEXT_PORTS: AtomicU16 = AtomicU16::new(0);
+
+/// A node port base and a Redis port for the next cluster, from `first_port` up: each test
+/// binary takes its own range, and within it the process id spreads concurrent runs.
+fn ports(first_port: u16) -> (u16, u16) {
+    let slot = NEXT_PORTS.fetch_add(1, Ordering::SeqCst);
+    let base = first_port + (std::process::id() % 50) as u16 * 200 + slot * 20;
+    (base, base + 15)
+}
+
+/// Wall-clock nanoseconds, the history's time base.
+pub fn now_ns() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("after 1970").as_nanos() as u64
+}
+
+/// A running `ordo cluster up` and any node restarted by hand; stopped on drop.
+pub struct Cluster {
+    up: Child,
+    pids: Vec<(String, u32)>,
+    /// The gateway's port.
+    pub redis_port: u16,
+    metrics: Vec<(String, SocketAddr)>,
+    /// Where the nodes keep their files and logs.
+    pub data_dir: PathBuf,
+    /// Nodes the test restarted; killed on drop.
+    pub restarted: Vec<Child>,
+}
+
+impl Cluster {
+    /// Starts `replicas` replicas (and the protocol's other roles) and the gateway, on ports
+    /// from `first_port` up, and waits until `cluster up` says they are ready.
+    pub fn start(protocol: &str, replicas: usize, clients: usize, first_port: u16) -> Cluster {
+        let (port_base, redis_port) = ports(first_port);
+        let data_dir = std::env::temp_dir().join(format!("ordo-runtime-test-{}-{port_base}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&data_dir);
+        let mut up = Command::new(env!("CARGO_BIN_EXE_ordo"))
+            .args(["cluster", "up", "--protocol", protocol, "--status-every", "0"])
+            .args(["--replicas", &replicas.to_string(), "--clients", &clients.to_string()])
+            .args(["--port-base", &port_base.to_string(), "--redis-port", &redis_port.to_string()])
+            .arg("--data-dir")
+            .arg(&data_dir)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("ordo cluster up starts");
+        let stdout = up.stdout.take().expect("piped");
+        let (sender, receiver) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let _ = sender.send(line);
+            }
+        });
+        let mut pids = Vec::new();
+        let mut metrics = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = receiver.recv_timeout(left).unwrap_or_else(|_| {
+                let _ = up.kill();
+                panic!("cluster up for {protocol} did not get ready in time (see {})", data_dir.display())
+            });
+            let words: Vec<&str> = line.split_whitespace().collect();
+            if words.first() == Some(&"started") && words.len() == 4 {
+                pids.push((words[1].to_string(), words[3].parse().expect("pid")));
+            }
+            if words.len() == 3 && words[1] == "metrics" {
+                let address = words[2].trim_start_matches("http://").trim_end_matches("/metrics");
+                metrics.push((words[0].to_string(), address.parse().expect("metrics address")));
+            }
+            if line.starts_with("Ctrl-C") {
+                break;
+            }
+        }
+        Cluster { up, pids, redis_port, metrics, data_dir, restarted: Vec::new() }
+    }
+
+    /// A Redis connection to the gateway.
+    pub fn redis(&self) -> redis::Connection {
+        let client = redis::Client::open(format!("redis://127.0.0.1:{}/", self.redis_port)).expect("url");
+        let connection = client.get_connection_with_timeout(Duration::from_secs(5)).expect("connects");
+        connection.set_read_timeout(Some(Duration::from_secs(15))).expect("timeout");
+        connection
+    }
+
+    /// The node's `/status` document, if it answers.
+    pub fn status(&self, name: &str) -> Option<serde_json::Value> {
+        let address = self.metrics.iter().find(|(n, _)| n == name)?.1;
+        let mut stream = TcpStream::connect_timeout(&address, Duration::from_secs(1)).ok()?;
+        stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+        stream.write_all(b"GET /status HTTP/1.1\r\n\r\n").ok()?;
+        let mut response = String::new();
+        stream.read_to_string(&mut response).ok()?;
+        serde_json::from_str(response.split_once("\r\n\r\n")?.1).ok()
+    }
+
+    /// The replicas' names.
+    pub fn replicas(&self) -> Vec<String> {
+        self.pids.iter().map(|(n, _)| n.clone()).filter(|n| n.starts_with('r')).collect()
+    }
+
+    /// The process id of a node `cluster up` started.
+    pub fn pid(&self, name: &str) -> u32 {
+        self.pids.iter().find(|(n, _)| n == name).expect("known node").1
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for child in &mut self.restarted {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        // SAFETY: signalling the `cluster up` process this test started, by its pid.
+        unsafe { libc::kill(self.up.id() as libc::pid_t, libc::SIGINT) };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while matches!(self.up.try_wait(), Ok(None)) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.up.kill();
+        let _ = self.up.wait();
+        let _ = std::fs::remove_dir_all(&self.data_dir);
+    }
+}
+
+/// Writer/reader threads through the gateway and the history they record.
+pub struct Load {
+    history: Mutex<Vec<HistoryEvent>>,
+    stop: AtomicBool,
+    next_process: AtomicU64,
+    completed: AtomicU64,
+}
+
+impl Load {
+    /// Starts `threads` clients on the gateway at `port`.
+    pub fn start(port: u16, threads: u64) -> (Arc<Load>, Vec<JoinHandle<()>>) {
+        let load = Arc::new(Load {
+            history: Mutex::new(Vec::new()),
+            stop: AtomicBool::new(false),
+            next_process: AtomicU64::new(0),
+            completed: AtomicU64::new(0),
+        });
+        let workers = (0..threads)
+            .map(|w| {
+                let load = load.clone();
+                std::thread::spawn(move || worker(port, w, load))
+            })
+            .collect();
+        (load, workers)
+    }
+
+    /// Operations completed so far.
+    pub fn completed(&self) -> u64 {
+        self.completed.load(Ordering::SeqCst)
+    }
+
+    /// Stops the clients and waits for them.
+    pub fn stop(&self, workers: Vec<JoinHandle<()>>) {
+        self.stop.store(true, Ordering::SeqCst);
+        for worker in workers {
+            worker.join().expect("worker");
+        }
+    }
+
+    /// Reads every key once more with a fresh client (a lost acknowledged write would show),
+    /// then checks the whole history for linearizability; saves it under `name` in the
+    /// temporary directory and panics if it is not. Returns the number of `ok` events.
+    pub fn final_reads_and_check(&self, cluster: &Cluster, name: &str) -> usize {
+        let mut redis = cluster.redis();
+        for key in KEYS {
+            let process = self.next_process.fetch_add(1, Ordering::SeqCst);
+            record(self, process, EventKind::Invoke, OpKind::Read, key, None);
+            let value: Option<String> = redis::cmd("GET").arg(key).query(&mut redis).expect("final read");
+            record(self, process, EventKind::Ok, OpKind::Read, key, value);
+        }
+        let history = std::mem::take(&mut *self.history.lock().expect("history lock"));
+        if let Err(violation) = ordo_check::linearizability::check_linearizable(&history) {
+            let path = std::env::temp_dir().join(format!("ordo-{name}-history.jsonl"));
+            let lines: Vec<String> = history.iter().map(HistoryEvent::to_json_line).collect();
+            let _ = std::fs::write(&path, lines.join("\n"));
+            panic!("{name}: history not linearizable ({violation}); saved to {}", path.display());
+        }
+        history.iter().filter(|e| e.kind == EventKind::Ok).count()
+    }
+}
+
+fn record(load: &Load, client: u64, kind: EventKind, op: OpKind, key: &str, value: Option<String>) {
+    let event = HistoryEvent { client, id: None, kind, time_ns: now_ns(), op, key: key.to_string(), value };
+    load.history.lock().expect("history lock").push(event);
+}
+
+/// One client: writes unique values and reads, on a few keys, until told to stop. After an
+/// unknown outcome it takes a new identity and a new connection, as the history format asks.
+fn worker(cluster_port: u16, worker: u64, load: Arc<Load>) {
+    let mut process = load.next_process.fetch_add(1, Ordering::SeqCst);
+    let mut connection = None;
+    let mut n = 0u64;
+    while !load.stop.load(Ordering::SeqCst) {
+        let connection_now = match connection.as_mut() {
+            Some(connection) => connection,
+            None => {
+                let client = redis::Client::open(format!("redis://127.0.0.1:{cluster_port}/")).expect("url");
+                match client.get_connection_with_timeout(Duration::from_secs(2)) {
+                    Ok(c) => {
+                        c.set_read_timeout(Some(Duration::from_secs(12))).expect("timeout");
+                        connection.insert(c)
+                    }
+                    Err(_) => {
+                        std::thread::sleep(Duration::from_millis(100));
+                        continue;
+                    }
+                }
+            }
+        };
+        n += 1;
+        let key = KEYS[((worker + n) % KEYS.len() as u64) as usize];
+        if n.is_multiple_of(2) {
+            let value = format!("w{worker}-{n}");
+            record(&load, process, EventKind::Invoke, OpKind::Write, key, Some(value.clone()));
+            match redis::cmd("SET").arg(key).arg(&value).query::<()>(connection_now) {
+                Ok(()) => {
+                    record(&load, process, EventKind::Ok, OpKind::Write, key, Some(value));
+                    load.completed.fetch_add(1, Ordering::SeqCst);
+                }
+                Err(error) => {
+                    let kind = if error.to_string().contains("BUSY") { EventKind::Fail } else { EventKind::Info };
+                    record(&load, process, kind, OpKind::Write, key, Some(value));
+                    if kind == EventKind::Info {
+                        process = load.next_process.fetch_add(1, Ordering::SeqCst);
+                        connection = None;
+                    }
+                }
+            }
+        } else {
+            record(&load, process, EventKind::Invoke, OpKind::Read, key, None);
+            match redis::cmd("GET").arg(key).query::<Option<String>>(connection_now) {
+                Ok(value) => {
+                    record(&load, process, EventKind::Ok, OpKind::Read, key, value);
+                    load.completed.fetch_add(1, Ordering::SeqCst);
+                }
+                Err(_) => {
+                    record(&load, process, EventKind::Info, OpKind::Read, key, None);
+                    process = load.next_process.fetch_add(1, Ordering::SeqCst);
+                    connection = None;
+                }
+            }
+        }
+    }
+}
