@@ -6,7 +6,6 @@
 //! and one line to [`registry!`]'s invocation below.
 #![deny(missing_docs)]
 
-#[cfg(any(test, feature = "canary"))]
 pub mod canary;
 pub mod chora;
 pub mod client_pipeline;
@@ -14,6 +13,7 @@ pub mod client_table;
 pub mod executor;
 pub mod mencius;
 pub mod multipaxos;
+pub mod n2paxos;
 pub mod nezha;
 pub mod nopaxos;
 pub mod slot_window;
@@ -90,6 +90,7 @@ registry! {
     chora::Chora => canary: false,
     mencius::Mencius => canary: false,
     swiftpaxos::SwiftPaxos => canary: false,
+    n2paxos::N2Paxos => canary: false,
     #[cfg(feature = "canary")]
     multipaxos::MultiPaxosEarlyReply => canary: true,
     #[cfg(feature = "canary")]
@@ -110,4 +111,6 @@ registry! {
     mencius::MenciusAckAnyChosen => canary: true,
     #[cfg(feature = "canary")]
     swiftpaxos::SwiftPaxosSingleVote => canary: true,
+    #[cfg(feature = "canary")]
+    n2paxos::N2PaxosOwnOrder => canary: true,
 }

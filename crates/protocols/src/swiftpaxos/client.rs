@@ -9,7 +9,7 @@
 use super::checker::Observation;
 use super::messages::{Deps, Message};
 use super::quorums::Quorums;
-use super::{Config, Flaw, SwiftPaxos, Timer};
+use super::{Config, Flaw, SwiftPaxos, Timer, Variant};
 use crate::multipaxos::checker::execution_digest;
 use ordo_core::{
     ClientId, ClockReading, Command, CommandResult, Destinations, Node, NodeContext, NodeId, NodeStats, Outbox,
@@ -54,12 +54,15 @@ pub struct Client {
 
 impl Client {
     /// A client with nothing outstanding.
-    pub(crate) fn new(context: NodeContext<SwiftPaxos>, flaw: Flaw) -> Self {
+    pub(crate) fn new(context: NodeContext<SwiftPaxos>, variant: Variant, flaw: Flaw) -> Self {
         let config = context.config.scaled(&context.topology);
+        let quorums = Quorums::new(&context.topology, &config);
+        // N²Paxos clients hear only `Executed`: no Reply comes, so the rules below never fire.
+        let quorums = if variant.has_fast_path() { quorums } else { quorums.without_fast_path() };
         Client {
             id: context.client_id(),
             replicas: context.topology.replicas().clone(),
-            quorums: Quorums::new(&context.topology, &config),
+            quorums,
             config,
             flaw,
             next_number: 1,

@@ -141,7 +141,7 @@ impl Replica {
     }
 
     fn quorums_system_is_c2(&self) -> bool {
-        self.config.quorum_system == QuorumSystem::C2
+        self.config.quorum_system == QuorumSystem::C2 && self.quorums.has_fast_path()
     }
 
     /// L43–L47.

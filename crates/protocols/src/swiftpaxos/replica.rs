@@ -11,7 +11,7 @@ use super::conflicts::KeyIndex;
 use super::messages::{Deps, Message, Phase};
 use super::quorums::Quorums;
 use super::recovery::{Detector, Recovery};
-use super::{Config, Flaw, SwiftPaxos, Timer, paths};
+use super::{Config, Flaw, SwiftPaxos, Timer, Variant, paths};
 use crate::client_table::{ClientTable, Lookup};
 use crate::executor::graph::{CommandStatus, GraphConfig, GraphExecutor};
 use crate::multipaxos::checker::execution_digest;
@@ -191,6 +191,7 @@ pub struct Replica {
     pub(crate) rank: usize,
     pub(crate) topology: Arc<Topology>,
     pub(crate) config: Config,
+    pub(crate) variant: Variant,
     pub(crate) flaw: Flaw,
     pub(crate) peers: Destinations,
     pub(crate) quorums: Quorums,
@@ -225,11 +226,12 @@ const DEFERRED_MAX: usize = 65_536;
 
 impl Replica {
     /// A replica process; a restarted one (`Boot::Restarted`) stays out of the protocol.
-    pub(crate) fn new(context: NodeContext<SwiftPaxos>, flaw: Flaw, boot: Boot) -> Self {
+    pub(crate) fn new(context: NodeContext<SwiftPaxos>, variant: Variant, flaw: Flaw, boot: Boot) -> Self {
         let rank = context.topology.replica_rank(context.id).expect("a replica has a rank");
         let peers = context.topology.replicas().clone();
         let config = context.config.scaled(&context.topology);
         let quorums = Quorums::new(&context.topology, &config);
+        let quorums = if variant.has_fast_path() { quorums } else { quorums.without_fast_path() };
         let graph = GraphConfig {
             commands_max: config.instances_max,
             lanes_max: config.clients_max,
@@ -239,6 +241,7 @@ impl Replica {
             id: context.id,
             rank,
             topology: context.topology.clone(),
+            variant,
             flaw,
             peers: peers.clone(),
             ballots: Ballots { bal: 0, cbal: 0, status: Status::Normal },
@@ -286,13 +289,15 @@ impl Replica {
         self.peers.iter().position(|&peer| peer == node)
     }
 
-    /// Whether we answer `client` on execution: we are the replica closest to it, at its site.
+    /// Whether we answer `client` on execution: we are the replica closest to it, at its site
+    /// (SwiftPaxos' co-located client), or wherever it is (N²Paxos: its only answer).
     fn serves_client(&mut self, client: NodeId) -> bool {
         if let Some(&serves) = self.serves.get(&client) {
             return serves;
         }
+        let anywhere = self.variant == Variant::N2Paxos;
         let serves = client.index() < self.topology.nodes.len()
-            && self.topology.node(client).site == self.topology.node(self.id).site
+            && (anywhere || self.topology.node(client).site == self.topology.node(self.id).site)
             && self.topology.closest(client, &self.peers, 1).first() == Some(&self.id);
         self.serves.insert(client, serves);
         serves
@@ -368,6 +373,10 @@ impl Replica {
         self.preaccepted.insert(id);
         let bal = self.ballots.bal;
         if !self.quorums.is_fast_member(self.rank, bal) {
+            if self.flaw == Flaw::OwnOrder {
+                // The canary remembers its own arrival order, to vote for it later.
+                instance.deps = Some(deps);
+            }
             return Ok(());
         }
         // L12–L14, paths evaluated after the dependencies are set (spec §13.3).
@@ -382,10 +391,14 @@ impl Replica {
         let client = id.client.node();
         if self.is_leader() {
             // L15–L19: optimistic execution, Reply, then our proposal to everyone; our own
-            // FastAck is handled here (L22) as the multicast skips us.
-            self.pending_log.push(id);
-            let result = self.optimistic_result(id, &command);
-            out.send_durable(client, Message::Reply { ballot: bal, id, deps: wire.clone(), paths: digest, result });
+            // FastAck is handled here (L22) as the multicast skips us. N²Paxos' leader sends
+            // only the proposal (its 2A): its clients wait for an execution.
+            if self.variant.has_fast_path() {
+                self.pending_log.push(id);
+                let result = self.optimistic_result(id, &command);
+                let reply = Message::Reply { ballot: bal, id, deps: wire.clone(), paths: digest, result };
+                out.send_durable(client, reply);
+            }
             out.multicast_durable(&self.peers, fast_ack);
             out.observe(Observation::LeaderDeps { ballot: bal, id, deps: wire });
             let instance = self.instances.get_mut(&id).expect("inserted above");
@@ -546,14 +559,18 @@ impl Replica {
         if disagreed && fast_member {
             self.stats.count("double_vote");
         }
-        // L25–L27. Every follower sends SlowAck (spec §13.1). The canary keeps its own vote
+        // L25–L27. Every follower sends SlowAck (spec §13.1). The canaries keep their own vote
         // while claiming the leader's.
-        if !(self.flaw == Flaw::SingleVote && fast_member && instance.deps.is_some()) {
+        let keeps_own = (self.flaw == Flaw::SingleVote && fast_member) || self.flaw == Flaw::OwnOrder;
+        if !(keeps_own && instance.deps.is_some()) {
             instance.deps = Some(ack.deps);
         }
         let slow_ack = Message::SlowAck { ballot: bal, id };
         out.multicast_durable(&self.peers, slow_ack.clone());
-        out.send_durable(id.client.node(), slow_ack);
+        // N²Paxos' clients count no votes: the 2B goes to the replicas only.
+        if self.variant.has_fast_path() {
+            out.send_durable(id.client.node(), slow_ack);
+        }
         true
     }
 
