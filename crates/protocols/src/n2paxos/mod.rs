@@ -35,6 +35,9 @@ pub mod canary;
 #[cfg(feature = "canary")]
 pub use canary::N2PaxosOwnOrder;
 
+#[cfg(test)]
+mod tests;
+
 use crate::canary::{Retyped, real_context};
 use crate::swiftpaxos::checker::{Observation, SwiftChecker};
 use crate::swiftpaxos::messages::Message;
