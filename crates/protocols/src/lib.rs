@@ -10,6 +10,7 @@ pub mod canary;
 pub mod chora;
 pub mod client_pipeline;
 pub mod client_table;
+pub mod curp;
 pub mod executor;
 pub mod mencius;
 pub mod multipaxos;
@@ -91,6 +92,7 @@ registry! {
     mencius::Mencius => canary: false,
     swiftpaxos::SwiftPaxos => canary: false,
     n2paxos::N2Paxos => canary: false,
+    curp::Curp => canary: false,
     #[cfg(feature = "canary")]
     multipaxos::MultiPaxosEarlyReply => canary: true,
     #[cfg(feature = "canary")]
@@ -113,4 +115,6 @@ registry! {
     swiftpaxos::SwiftPaxosSingleVote => canary: true,
     #[cfg(feature = "canary")]
     n2paxos::N2PaxosOwnOrder => canary: true,
+    #[cfg(feature = "canary")]
+    curp::CurpBlindWitness => canary: true,
 }

@@ -26,6 +26,8 @@ struct View {
     fast: BTreeMap<usize, (Deps, u64)>,
     /// Followers' SlowAcks.
     slow: BTreeSet<usize>,
+    /// CURP+: witnesses that recorded the command.
+    records: BTreeSet<usize>,
 }
 
 /// The command the client waits on.
@@ -46,6 +48,7 @@ pub struct Client {
     replicas: Destinations,
     quorums: Quorums,
     config: Config,
+    variant: Variant,
     flaw: Flaw,
     next_number: u64,
     outstanding: Option<Outstanding>,
@@ -64,6 +67,7 @@ impl Client {
             replicas: context.topology.replicas().clone(),
             quorums,
             config,
+            variant,
             flaw,
             next_number: 1,
             outstanding: None,
@@ -98,8 +102,29 @@ impl Client {
         Ok(outstanding.views.entry(ballot).or_default())
     }
 
+    /// CURP+'s fast path (App. B L3–L5): the leader's Reply of `ballot` and record acks of that
+    /// ballot from followers that make, with the leader, more than 3N/4 replicas.
+    fn maybe_deliver_curp(&mut self, ballot: u64, out: &mut Outbox<SwiftPaxos>) {
+        let outstanding = self.outstanding.as_ref().expect("a message for the outstanding command");
+        let view = &outstanding.views[&ballot];
+        let Some((_, _, result)) = &view.reply else { return };
+        let n = self.quorums.n;
+        if 1 + view.records.len() <= 3 * n / 4 {
+            return;
+        }
+        self.stats.count("client_fast");
+        let result = result.clone();
+        let (op, id) = (outstanding.op, outstanding.id);
+        // Recovery keeps the result, not the leader's exact dependencies: report it as delivered.
+        out.observe(Observation::Delivered { id, digest: execution_digest(true, Some(&result)) });
+        self.finish(op, result, out);
+    }
+
     /// L3–L5 for ballot `ballot`.
     fn maybe_deliver(&mut self, ballot: u64, out: &mut Outbox<SwiftPaxos>) {
+        if self.variant == Variant::Curp {
+            return self.maybe_deliver_curp(ballot, out);
+        }
         let outstanding = self.outstanding.as_ref().expect("a message for the outstanding command");
         let view = &outstanding.views[&ballot];
         let Some((deps, paths, result)) = &view.reply else { return };
@@ -148,6 +173,13 @@ impl Client {
                     return Err("the leader's fast ack is its reply");
                 }
                 self.view(id, ballot)?.fast.insert(rank, (deps, paths));
+                self.maybe_deliver(ballot, out);
+            }
+            Message::RecordAck { ballot, id } => {
+                if self.quorums.leader(ballot) == rank {
+                    return Err("record ack from the leader");
+                }
+                self.view(id, ballot)?.records.insert(rank);
                 self.maybe_deliver(ballot, out);
             }
             Message::SlowAck { ballot, id } => {

@@ -186,6 +186,9 @@ pub(crate) enum Flaw {
     /// N²Paxos whose followers order commands by their own arrival order and 2B that order as
     /// if it were the leader's.
     OwnOrder,
+    /// CURP+ whose witnesses ack every record and whose leader replies at once from its
+    /// executed state, without L14's wait for the conflicting commands' commits.
+    BlindWitness,
 }
 
 /// Which protocol the nodes run: SwiftPaxos, or one of the paper's baselines built from the same
@@ -198,12 +201,21 @@ pub enum Variant {
     /// follower broadcasts its `SlowAck` (the 2B), every replica commits on a slow quorum, and
     /// the replica closest to the client answers it after execution. No `Reply`.
     N2Paxos,
+    /// CURP+ (App. B, spec §9.7): N²Paxos whose followers are also CURP witnesses
+    /// (`RecordAck`), whose leader replies optimistically once every dependency is committed,
+    /// and whose client takes that reply with record acks from more than 3N/4 replicas.
+    Curp,
 }
 
 impl Variant {
-    /// Whether fast quorums and the leader's optimistic `Reply` exist.
+    /// Whether SwiftPaxos' fast quorums (followers' `FastAck`s) exist.
     pub fn has_fast_path(self) -> bool {
         self == Variant::Swift
+    }
+
+    /// Whether the leader sends an optimistic `Reply` at all.
+    pub fn replies(self) -> bool {
+        self != Variant::N2Paxos
     }
 }
 

@@ -209,6 +209,9 @@ pub struct Replica {
     pub(crate) execution: Execution,
     pub(crate) detector: Detector,
     pub(crate) recovery: Recovery,
+    /// CURP+ witness: commands recorded and not yet committed here (`Unsynced`, App. B L22);
+    /// they commute pairwise.
+    pub(crate) witness: BTreeSet<RequestId>,
     /// Propagates received while recovering, replayed after Sync.
     pub(crate) deferred: Vec<(NodeId, RequestId, Command)>,
     /// Which clients we answer on execution (the co-located ones, §3.5).
@@ -261,6 +264,7 @@ impl Replica {
             },
             detector: Detector::new(peers.len()),
             recovery: Recovery::default(),
+            witness: BTreeSet::new(),
             deferred: Vec::new(),
             serves: BTreeMap::new(),
             last_fetch_ns: 0,
@@ -295,7 +299,7 @@ impl Replica {
         if let Some(&serves) = self.serves.get(&client) {
             return serves;
         }
-        let anywhere = self.variant == Variant::N2Paxos;
+        let anywhere = self.variant != Variant::Swift;
         let serves = client.index() < self.topology.nodes.len()
             && (anywhere || self.topology.node(client).site == self.topology.node(self.id).site)
             && self.topology.closest(client, &self.peers, 1).first() == Some(&self.id);
@@ -324,7 +328,9 @@ impl Replica {
                 self.on_new_leader_ack(rank, ballot, cbal, entries, out)
             }
             (Message::Sync { ballot, entries }, Some(rank)) => self.on_sync(rank, ballot, entries, out),
-            (Message::Reply { .. } | Message::Executed { .. }, _) => Err("client message sent to a replica"),
+            (Message::Reply { .. } | Message::Executed { .. } | Message::RecordAck { .. }, _) => {
+                Err("client message sent to a replica")
+            }
             (_, None) => Err("replica message from a node that is not a replica"),
         };
         if let Err(reason) = handled {
@@ -377,6 +383,9 @@ impl Replica {
                 // The canary remembers its own arrival order, to vote for it later.
                 instance.deps = Some(deps);
             }
+            if self.variant == Variant::Curp {
+                self.record(id, &command, out);
+            }
             return Ok(());
         }
         // L12–L14, paths evaluated after the dependencies are set (spec §13.3).
@@ -393,7 +402,7 @@ impl Replica {
             // L15–L19: optimistic execution, Reply, then our proposal to everyone; our own
             // FastAck is handled here (L22) as the multicast skips us. N²Paxos' leader sends
             // only the proposal (its 2A): its clients wait for an execution.
-            if self.variant.has_fast_path() {
+            if self.replies(&deps) {
                 self.pending_log.push(id);
                 let result = self.optimistic_result(id, &command);
                 let reply = Message::Reply { ballot: bal, id, deps: wire.clone(), paths: digest, result };
@@ -412,6 +421,36 @@ impl Replica {
         Ok(())
     }
 
+    /// Whether the leader sends its optimistic result: always in SwiftPaxos; in CURP+ only when
+    /// every dependency is committed (App. B L14; a commit waits for its dependencies' commits,
+    /// so then every earlier conflicting command is committed); never in N²Paxos.
+    fn replies(&self, deps: &BTreeSet<RequestId>) -> bool {
+        match self.variant {
+            Variant::Swift => true,
+            Variant::N2Paxos => false,
+            Variant::Curp => {
+                self.flaw == Flaw::BlindWitness
+                    || deps.iter().all(|dep| {
+                        self.instances.get(dep).is_some_and(|i| i.phase == Phase::Commit)
+                            || self.execution.executor.status(*dep) == CommandStatus::Executed
+                    })
+            }
+        }
+    }
+
+    /// CURP+ witness (App. B L18–L23): record `id` unless a conflicting command is unsynced,
+    /// and tell the client.
+    fn record(&mut self, id: RequestId, command: &Command, out: &mut Outbox<SwiftPaxos>) {
+        let conflicts = self.witness.iter().any(|other| {
+            self.instances.get(other).and_then(|i| i.command.as_ref()).is_some_and(|c| !c.commutes_with(command))
+        });
+        if conflicts && self.flaw != Flaw::BlindWitness {
+            return;
+        }
+        self.witness.insert(id);
+        out.send_durable(id.client.node(), Message::RecordAck { ballot: self.ballots.bal, id });
+    }
+
     /// `opt_exec(pending_log, state)` (L17): `command`'s result after every pending command that
     /// shares a key with it, in pending order, on a fork of the keys involved. Commands on other
     /// keys cannot change it.
@@ -426,7 +465,9 @@ impl Replica {
             let Some(pending) = self.instances.get(&other).and_then(|i| i.command.as_ref()) else { continue };
             let mut shares = false;
             pending.for_each_key(|key| shares |= mine.contains(key));
-            if shares && self.execution.executor.status(other) != CommandStatus::Executed {
+            // The CURP+ canary answers from the executed state alone.
+            let stale = self.flaw == Flaw::BlindWitness;
+            if shares && !stale && self.execution.executor.status(other) != CommandStatus::Executed {
                 before.push(other);
                 keys.extend(pending.keys());
             }
@@ -567,7 +608,7 @@ impl Replica {
         }
         let slow_ack = Message::SlowAck { ballot: bal, id };
         out.multicast_durable(&self.peers, slow_ack.clone());
-        // N²Paxos' clients count no votes: the 2B goes to the replicas only.
+        // N²Paxos' and CURP+'s clients count no votes: the 2B goes to the replicas only.
         if self.variant.has_fast_path() {
             out.send_durable(id.client.node(), slow_ack);
         }
@@ -609,6 +650,8 @@ impl Replica {
         let instance = self.instances.get_mut(&id).expect("present");
         instance.phase = Phase::Commit;
         self.accepted.remove(&id);
+        // App. B L31: a committed command is synced.
+        self.witness.remove(&id);
         if fast {
             self.stats.fast_path_commits += 1;
         } else {
@@ -771,6 +814,26 @@ impl Replica {
     }
 }
 
+impl Replica {
+    /// CURP+: a witness holds commands it knows, pairwise commuting (App. B L21), unless it
+    /// is the canary's.
+    fn check_witness(&self) {
+        if self.flaw == Flaw::BlindWitness {
+            return;
+        }
+        let commands: Vec<&Command> = self
+            .witness
+            .iter()
+            .map(|id| self.instances[id].command.as_ref().expect("a recorded command has a payload"))
+            .collect();
+        for (i, a) in commands.iter().enumerate() {
+            for b in &commands[i + 1..] {
+                assert!(a.commutes_with(b), "a witness holds two conflicting commands");
+            }
+        }
+    }
+}
+
 /// A vote of `ballot` joins the votes if they are of that ballot, replaces them if older.
 fn record_vote(votes: &mut Votes, ballot: u64) -> Result<(), &'static str> {
     if ballot < votes.ballot {
@@ -847,6 +910,7 @@ impl Node<SwiftPaxos> for Replica {
         for id in &self.awaiting {
             assert!(self.instances[id].leader_ack.is_some(), "awaiting ids hold a leader FastAck");
         }
+        self.check_witness();
         if !self.is_leader() && self.ballots.status == Status::Normal {
             assert!(self.pending_log.is_empty(), "only the leader keeps a pending log");
         }
