@@ -109,7 +109,8 @@ impl Client {
         let view = &outstanding.views[&ballot];
         let Some((_, _, result)) = &view.reply else { return };
         let n = self.quorums.n;
-        if 1 + view.records.len() <= 3 * n / 4 {
+        // The leader and the recording followers must be more than 3N/4: 1 + records > ⌊3N/4⌋.
+        if view.records.len() < 3 * n / 4 {
             return;
         }
         self.stats.count("client_fast");
