@@ -2,7 +2,9 @@
 //! harness must catch; it is a `Protocol` type of its own whose nodes are the real protocol's
 //! nodes built with one flaw switched on. [`Retyped`] drives such a node under the canary's type
 //! (both protocols have the same message, timer and durable types), and [`real_context`] turns
-//! the canary's node context into the real protocol's.
+//! the canary's node context into the real protocol's. Protocols built from another protocol's
+//! nodes (N²Paxos from SwiftPaxos') use the same two, which is why this module is compiled
+//! without the `canary` feature too.
 
 use ordo_core::{
     ClockReading, Node, NodeContext, NodeId, NodeStats, Outbox, PersistTicket, Protocol, StateMachine, Submission,

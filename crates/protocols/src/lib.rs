@@ -6,14 +6,15 @@
 //! and one line to [`registry!`]'s invocation below.
 #![deny(missing_docs)]
 
-#[cfg(any(test, feature = "canary"))]
 pub mod canary;
 pub mod chora;
 pub mod client_pipeline;
 pub mod client_table;
+pub mod curp;
 pub mod executor;
 pub mod mencius;
 pub mod multipaxos;
+pub mod n2paxos;
 pub mod nezha;
 pub mod nopaxos;
 pub mod slot_window;
@@ -90,6 +91,8 @@ registry! {
     chora::Chora => canary: false,
     mencius::Mencius => canary: false,
     swiftpaxos::SwiftPaxos => canary: false,
+    n2paxos::N2Paxos => canary: false,
+    curp::Curp => canary: false,
     #[cfg(feature = "canary")]
     multipaxos::MultiPaxosEarlyReply => canary: true,
     #[cfg(feature = "canary")]
@@ -110,4 +113,8 @@ registry! {
     mencius::MenciusAckAnyChosen => canary: true,
     #[cfg(feature = "canary")]
     swiftpaxos::SwiftPaxosSingleVote => canary: true,
+    #[cfg(feature = "canary")]
+    n2paxos::N2PaxosOwnOrder => canary: true,
+    #[cfg(feature = "canary")]
+    curp::CurpBlindWitness => canary: true,
 }

@@ -11,7 +11,7 @@
 
 use super::checker::{Observation, SwiftChecker};
 use super::messages::Message;
-use super::{Config, Flaw, SwiftPaxos, Timer, new_node_with};
+use super::{Config, Flaw, SwiftPaxos, Timer, Variant, new_node_with};
 use crate::canary::{Retyped, real_context};
 use ordo_core::{CrashModel, GlobalChecker, Node, NodeContext, NodeId, Protocol};
 
@@ -34,7 +34,7 @@ fn flawed<P>(context: NodeContext<P>, durable: &[()], flaw: Flaw) -> Box<dyn Nod
 where
     P: Protocol<Message = Message, Timer = Timer, Durable = (), Config = Config, Observation = Observation>,
 {
-    Retyped::boxed(new_node_with(real_context::<SwiftPaxos, P>(context), durable, flaw))
+    Retyped::boxed(new_node_with(real_context::<SwiftPaxos, P>(context), durable, Variant::Swift, flaw))
 }
 
 macro_rules! canary {

@@ -156,7 +156,8 @@ impl SwiftChecker {
     }
 }
 
-impl GlobalChecker<super::SwiftPaxos> for SwiftChecker {
+/// The same rules for every protocol built from SwiftPaxos' nodes (SwiftPaxos, N²Paxos).
+impl<P: ordo_core::Protocol<Observation = Observation>> GlobalChecker<P> for SwiftChecker {
     fn observe(&mut self, node: NodeId, observation: &Observation) -> Result<(), String> {
         self.check(observation).map_err(|violation| format!("{violation} (reported by node {node})"))
     }

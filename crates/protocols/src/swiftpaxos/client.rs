@@ -9,7 +9,7 @@
 use super::checker::Observation;
 use super::messages::{Deps, Message};
 use super::quorums::Quorums;
-use super::{Config, Flaw, SwiftPaxos, Timer};
+use super::{Config, Flaw, SwiftPaxos, Timer, Variant};
 use crate::multipaxos::checker::execution_digest;
 use ordo_core::{
     ClientId, ClockReading, Command, CommandResult, Destinations, Node, NodeContext, NodeId, NodeStats, Outbox,
@@ -26,6 +26,8 @@ struct View {
     fast: BTreeMap<usize, (Deps, u64)>,
     /// Followers' SlowAcks.
     slow: BTreeSet<usize>,
+    /// CURP+: witnesses that recorded the command.
+    records: BTreeSet<usize>,
 }
 
 /// The command the client waits on.
@@ -46,6 +48,7 @@ pub struct Client {
     replicas: Destinations,
     quorums: Quorums,
     config: Config,
+    variant: Variant,
     flaw: Flaw,
     next_number: u64,
     outstanding: Option<Outstanding>,
@@ -54,13 +57,17 @@ pub struct Client {
 
 impl Client {
     /// A client with nothing outstanding.
-    pub(crate) fn new(context: NodeContext<SwiftPaxos>, flaw: Flaw) -> Self {
+    pub(crate) fn new(context: NodeContext<SwiftPaxos>, variant: Variant, flaw: Flaw) -> Self {
         let config = context.config.scaled(&context.topology);
+        let quorums = Quorums::new(&context.topology, &config);
+        // N²Paxos clients hear only `Executed`: no Reply comes, so the rules below never fire.
+        let quorums = if variant.has_fast_path() { quorums } else { quorums.without_fast_path() };
         Client {
             id: context.client_id(),
             replicas: context.topology.replicas().clone(),
-            quorums: Quorums::new(&context.topology, &config),
+            quorums,
             config,
+            variant,
             flaw,
             next_number: 1,
             outstanding: None,
@@ -95,8 +102,30 @@ impl Client {
         Ok(outstanding.views.entry(ballot).or_default())
     }
 
+    /// CURP+'s fast path (App. B L3–L5): the leader's Reply of `ballot` and record acks of that
+    /// ballot from followers that make, with the leader, more than 3N/4 replicas.
+    fn maybe_deliver_curp(&mut self, ballot: u64, out: &mut Outbox<SwiftPaxos>) {
+        let outstanding = self.outstanding.as_ref().expect("a message for the outstanding command");
+        let view = &outstanding.views[&ballot];
+        let Some((_, _, result)) = &view.reply else { return };
+        let n = self.quorums.n;
+        // The leader and the recording followers must be more than 3N/4: 1 + records > ⌊3N/4⌋.
+        if view.records.len() < 3 * n / 4 {
+            return;
+        }
+        self.stats.count("client_fast");
+        let result = result.clone();
+        let (op, id) = (outstanding.op, outstanding.id);
+        // Recovery keeps the result, not the leader's exact dependencies: report it as delivered.
+        out.observe(Observation::Delivered { id, digest: execution_digest(true, Some(&result)) });
+        self.finish(op, result, out);
+    }
+
     /// L3–L5 for ballot `ballot`.
     fn maybe_deliver(&mut self, ballot: u64, out: &mut Outbox<SwiftPaxos>) {
+        if self.variant == Variant::Curp {
+            return self.maybe_deliver_curp(ballot, out);
+        }
         let outstanding = self.outstanding.as_ref().expect("a message for the outstanding command");
         let view = &outstanding.views[&ballot];
         let Some((deps, paths, result)) = &view.reply else { return };
@@ -145,6 +174,13 @@ impl Client {
                     return Err("the leader's fast ack is its reply");
                 }
                 self.view(id, ballot)?.fast.insert(rank, (deps, paths));
+                self.maybe_deliver(ballot, out);
+            }
+            Message::RecordAck { ballot, id } => {
+                if self.quorums.leader(ballot) == rank {
+                    return Err("record ack from the leader");
+                }
+                self.view(id, ballot)?.records.insert(rank);
                 self.maybe_deliver(ballot, out);
             }
             Message::SlowAck { ballot, id } => {

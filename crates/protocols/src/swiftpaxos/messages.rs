@@ -35,6 +35,9 @@ pub struct Entry {
     /// Its dependencies; `None` for a `PreAccept` command a replica outside the fast quorum
     /// never proposed for (L10).
     pub deps: Option<Deps>,
+    /// CURP+: the sender's witness holds the command unsynced (App. B, L22).
+    #[serde(default)]
+    pub witnessed: bool,
 }
 
 /// Every message of SwiftPaxos.
@@ -62,6 +65,14 @@ pub enum Message {
     /// Follower → replicas and client: it adopted the leader's dependencies (L27, L76).
     SlowAck {
         /// The ballot.
+        ballot: u64,
+        /// The command.
+        id: RequestId,
+    },
+    /// CURP+ witness → client: the command is recorded with no conflicting unsynced command
+    /// (App. B, L23).
+    RecordAck {
+        /// The witness's ballot.
         ballot: u64,
         /// The command.
         id: RequestId,
@@ -138,6 +149,7 @@ impl Message {
             Message::Propagate { .. } => "propagate",
             Message::FastAck { .. } => "fast_ack",
             Message::SlowAck { .. } => "slow_ack",
+            Message::RecordAck { .. } => "record_ack",
             Message::Reply { .. } => "reply",
             Message::Executed { .. } => "executed",
             Message::Fetch { .. } => "fetch",

@@ -183,6 +183,40 @@ pub(crate) enum Flaw {
     /// A fast-quorum follower that disagrees with the leader keeps its own vote yet says it
     /// adopted the leader's (no double vote).
     SingleVote,
+    /// N²Paxos whose followers order commands by their own arrival order and 2B that order as
+    /// if it were the leader's.
+    OwnOrder,
+    /// CURP+ whose witnesses ack every record and whose leader replies at once from its
+    /// executed state, without L14's wait for the conflicting commands' commits.
+    BlindWitness,
+}
+
+/// Which protocol the nodes run: SwiftPaxos, or one of the paper's baselines built from the same
+/// machinery (`crate::n2paxos`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Variant {
+    /// SwiftPaxos as the paper describes it.
+    Swift,
+    /// N²Paxos (§5, spec §9.2): no fast quorum; the leader's `FastAck` is the 2A, every
+    /// follower broadcasts its `SlowAck` (the 2B), every replica commits on a slow quorum, and
+    /// the replica closest to the client answers it after execution. No `Reply`.
+    N2Paxos,
+    /// CURP+ (App. B, spec §9.7): N²Paxos whose followers are also CURP witnesses
+    /// (`RecordAck`), whose leader replies optimistically once every dependency is committed,
+    /// and whose client takes that reply with record acks from more than 3N/4 replicas.
+    Curp,
+}
+
+impl Variant {
+    /// Whether SwiftPaxos' fast quorums (followers' `FastAck`s) exist.
+    pub fn has_fast_path(self) -> bool {
+        self == Variant::Swift
+    }
+
+    /// Whether the leader sends an optimistic `Reply` at all.
+    pub fn replies(self) -> bool {
+        self != Variant::N2Paxos
+    }
 }
 
 impl Protocol for SwiftPaxos {
@@ -220,14 +254,19 @@ impl Protocol for SwiftPaxos {
     }
 
     fn new_node(context: NodeContext<Self>, durable: Vec<()>) -> Box<dyn Node<Self>> {
-        new_node_with(context, &durable, Flaw::None)
+        new_node_with(context, &durable, Variant::Swift, Flaw::None)
     }
 }
 
-/// Builds a node of the real protocol with `flaw` switched on.
-pub(crate) fn new_node_with(context: NodeContext<SwiftPaxos>, durable: &[()], flaw: Flaw) -> Box<dyn Node<SwiftPaxos>> {
+/// Builds a node of `variant` with `flaw` switched on.
+pub(crate) fn new_node_with(
+    context: NodeContext<SwiftPaxos>,
+    durable: &[()],
+    variant: Variant,
+    flaw: Flaw,
+) -> Box<dyn Node<SwiftPaxos>> {
     match context.role() {
-        Role::Client => Box::new(client::Client::new(context, flaw)),
-        _ => Box::new(replica::Replica::new(context, flaw, replica::Boot::from_durable(durable))),
+        Role::Client => Box::new(client::Client::new(context, variant, flaw)),
+        _ => Box::new(replica::Replica::new(context, variant, flaw, replica::Boot::from_durable(durable))),
     }
 }

@@ -17,6 +17,9 @@ pub struct Quorums {
     by_distance: Vec<Vec<usize>>,
     /// Ballot-0-style override of the C2 fast followers (ranks), for the leader it names.
     configured: Option<(usize, Vec<usize>)>,
+    /// False for N²Paxos: no fast quorum exists, only the leader proposes dependencies and
+    /// every command commits by the slow quorum.
+    fast_path: bool,
 }
 
 impl Quorums {
@@ -40,7 +43,17 @@ impl Quorums {
             let valid = leader < n && followers.len() == f && followers.iter().all(|&r| r < n && r != leader);
             valid.then(|| (leader, followers.to_vec()))
         });
-        Quorums { n, f, system: config.quorum_system, by_distance, configured }
+        Quorums { n, f, system: config.quorum_system, by_distance, configured, fast_path: true }
+    }
+
+    /// The same quorums with the fast path switched off (N²Paxos, `Variant::N2Paxos`).
+    pub fn without_fast_path(self) -> Self {
+        Quorums { fast_path: false, ..self }
+    }
+
+    /// Whether fast quorums exist (SwiftPaxos) or not (N²Paxos).
+    pub fn has_fast_path(&self) -> bool {
+        self.fast_path
     }
 
     /// `leader(b) = p_(b mod N)`.
@@ -96,13 +109,18 @@ impl Quorums {
     }
 
     /// Whether `rank` is in some fast quorum of `ballot` (`fast(p, b)`).
+    /// Without a fast path only the leader proposes (its `FastAck` is N²Paxos' 2A).
     pub fn is_fast_member(&self, rank: usize, ballot: u64) -> bool {
-        rank == self.leader(ballot) || self.fixed_fast_followers(ballot).is_none_or(|f| f.contains(&rank))
+        rank == self.leader(ballot)
+            || self.fast_path && self.fixed_fast_followers(ballot).is_none_or(|f| f.contains(&rank))
     }
 
     /// Whether the followers for which `voted` holds complete a fast quorum of `ballot` (the
     /// leader's part is the caller's to check).
     pub fn fast_quorum_met(&self, ballot: u64, voted: impl Fn(usize) -> bool) -> bool {
+        if !self.fast_path {
+            return false;
+        }
         let leader = self.leader(ballot);
         match self.fixed_fast_followers(ballot) {
             Some(followers) => followers.iter().all(|&rank| voted(rank)),
@@ -117,6 +135,9 @@ impl Quorums {
 
     /// Every fast quorum of `ballot`, as sorted ranks including the leader (recovery, L58).
     pub fn fast_quorums(&self, ballot: u64) -> Vec<Vec<usize>> {
+        if !self.fast_path {
+            return Vec::new();
+        }
         let leader = self.leader(ballot);
         if let Some(mut followers) = self.fixed_fast_followers(ballot) {
             followers.push(leader);

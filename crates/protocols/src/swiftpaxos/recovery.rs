@@ -11,7 +11,7 @@
 use super::checker::Observation;
 use super::messages::{Deps, Entry, Message, Phase};
 use super::replica::{Instance, Replica, Status, Votes};
-use super::{QuorumSystem, SwiftPaxos};
+use super::{QuorumSystem, SwiftPaxos, Variant};
 use crate::executor::graph::CommandStatus;
 use ordo_core::{Command, Key, Outbox, RequestId};
 use std::collections::{BTreeMap, BTreeSet};
@@ -141,7 +141,7 @@ impl Replica {
     }
 
     fn quorums_system_is_c2(&self) -> bool {
-        self.config.quorum_system == QuorumSystem::C2
+        self.config.quorum_system == QuorumSystem::C2 && self.quorums.has_fast_path()
     }
 
     /// L43–L47.
@@ -179,6 +179,7 @@ impl Replica {
                 phase: instance.phase,
                 command: instance.command.clone().expect("a known command has a payload"),
                 deps: instance.deps.as_ref().map(|deps| deps.iter().copied().collect()),
+                witnessed: self.witness.contains(&id),
             })
             .collect()
     }
@@ -210,7 +211,13 @@ impl Replica {
         let recovered = self.compute_sync(&acks);
         let entries: Vec<Entry> = recovered
             .into_iter()
-            .map(|(id, (phase, command, deps))| Entry { id, phase, command, deps: Some(deps.into_iter().collect()) })
+            .map(|(id, (phase, command, deps))| Entry {
+                id,
+                phase,
+                command,
+                deps: Some(deps.into_iter().collect()),
+                witnessed: false,
+            })
             .collect();
         for entry in &entries {
             let deps = entry.deps.clone().expect("sync entries carry dependencies");
@@ -256,6 +263,9 @@ impl Replica {
             new.insert(id, (Phase::Accept, command, deps.into_iter().filter(|dep| *dep != id).collect()));
             recovered_fast.push(id);
         }
+        if self.variant == Variant::Curp {
+            recovered_fast.extend(self.recover_witnessed(&by_rank, b_max, &mut new, &mut index));
+        }
         // The extra term of L61 keeps Invariant 2: order each command recovered this way after
         // every conflicting command kept that it is not ordered with yet (§4.2). It is
         // evaluated once every such command is in (a command recovered later could otherwise
@@ -289,6 +299,40 @@ impl Replica {
         break_cycles(&mut new);
         assert!(topological(&new).len() == new.len(), "Inv 3: the Sync graph is acyclic");
         new
+    }
+
+    /// CURP+ (App. B; the paper omits recovery, this is CURP's 2f+1 rule): a command whose
+    /// optimistic result a client took was held by the leader of `b_max` and recorded by
+    /// witnesses, more than 3N/4 replicas in all, so by at least ⌈f/2⌉ + 1 of any majority;
+    /// a command conflicting with it was recorded by fewer (a witness records one of two
+    /// conflicting commands). Such a command not kept yet is kept as accepted, with no
+    /// dependencies: the extra term of L61 then orders it after every conflicting command kept
+    /// that does not follow it, where the leader's result put it.
+    fn recover_witnessed(
+        &self,
+        by_rank: &BTreeMap<usize, BTreeMap<RequestId, &Entry>>,
+        b_max: u64,
+        new: &mut Recovered,
+        index: &mut BTreeMap<Key, Vec<RequestId>>,
+    ) -> Vec<RequestId> {
+        let old_leader = self.quorums.leader(b_max);
+        let needed = self.quorums.f.div_ceil(2) + 1;
+        let mut witnesses: BTreeMap<RequestId, (usize, &Command)> = BTreeMap::new();
+        for (&rank, entries) in by_rank {
+            for entry in entries.values().filter(|e| e.witnessed || rank == old_leader) {
+                witnesses.entry(entry.id).or_insert((0, &entry.command)).0 += 1;
+            }
+        }
+        let mut recovered = Vec::new();
+        for (id, (count, command)) in witnesses {
+            if count < needed || new.contains_key(&id) {
+                continue;
+            }
+            command.for_each_key(|key| index.entry(key.clone()).or_default().push(id));
+            new.insert(id, (Phase::Accept, command.clone(), BTreeSet::new()));
+            recovered.push(id);
+        }
+        recovered
     }
 
     /// L66–L76: install the new ballot's state.
@@ -355,6 +399,9 @@ impl Replica {
         self.awaiting = self.instances.iter().filter(|(_, i)| i.leader_ack.is_some()).map(|(&id, _)| id).collect();
         self.accepted = self.instances.iter().filter(|(_, i)| i.phase == Phase::Accept).map(|(&id, _)| id).collect();
         self.preaccepted.clear();
+        // CURP+: the new ballot's Sync holds every record that may matter; acks of older
+        // ballots no longer count at clients.
+        self.witness.clear();
         for (id, deps) in newly_committed {
             out.observe(Observation::Committed { id, deps: deps.clone() });
             self.commit_to_executor(id, &deps);

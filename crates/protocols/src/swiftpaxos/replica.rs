@@ -11,7 +11,7 @@ use super::conflicts::KeyIndex;
 use super::messages::{Deps, Message, Phase};
 use super::quorums::Quorums;
 use super::recovery::{Detector, Recovery};
-use super::{Config, Flaw, SwiftPaxos, Timer, paths};
+use super::{Config, Flaw, SwiftPaxos, Timer, Variant, paths};
 use crate::client_table::{ClientTable, Lookup};
 use crate::executor::graph::{CommandStatus, GraphConfig, GraphExecutor};
 use crate::multipaxos::checker::execution_digest;
@@ -191,6 +191,7 @@ pub struct Replica {
     pub(crate) rank: usize,
     pub(crate) topology: Arc<Topology>,
     pub(crate) config: Config,
+    pub(crate) variant: Variant,
     pub(crate) flaw: Flaw,
     pub(crate) peers: Destinations,
     pub(crate) quorums: Quorums,
@@ -208,6 +209,9 @@ pub struct Replica {
     pub(crate) execution: Execution,
     pub(crate) detector: Detector,
     pub(crate) recovery: Recovery,
+    /// CURP+ witness: commands recorded and not yet committed here (`Unsynced`, App. B L22);
+    /// they commute pairwise.
+    pub(crate) witness: BTreeSet<RequestId>,
     /// Propagates received while recovering, replayed after Sync.
     pub(crate) deferred: Vec<(NodeId, RequestId, Command)>,
     /// Which clients we answer on execution (the co-located ones, §3.5).
@@ -225,11 +229,12 @@ const DEFERRED_MAX: usize = 65_536;
 
 impl Replica {
     /// A replica process; a restarted one (`Boot::Restarted`) stays out of the protocol.
-    pub(crate) fn new(context: NodeContext<SwiftPaxos>, flaw: Flaw, boot: Boot) -> Self {
+    pub(crate) fn new(context: NodeContext<SwiftPaxos>, variant: Variant, flaw: Flaw, boot: Boot) -> Self {
         let rank = context.topology.replica_rank(context.id).expect("a replica has a rank");
         let peers = context.topology.replicas().clone();
         let config = context.config.scaled(&context.topology);
         let quorums = Quorums::new(&context.topology, &config);
+        let quorums = if variant.has_fast_path() { quorums } else { quorums.without_fast_path() };
         let graph = GraphConfig {
             commands_max: config.instances_max,
             lanes_max: config.clients_max,
@@ -239,6 +244,7 @@ impl Replica {
             id: context.id,
             rank,
             topology: context.topology.clone(),
+            variant,
             flaw,
             peers: peers.clone(),
             ballots: Ballots { bal: 0, cbal: 0, status: Status::Normal },
@@ -258,6 +264,7 @@ impl Replica {
             },
             detector: Detector::new(peers.len()),
             recovery: Recovery::default(),
+            witness: BTreeSet::new(),
             deferred: Vec::new(),
             serves: BTreeMap::new(),
             last_fetch_ns: 0,
@@ -286,13 +293,15 @@ impl Replica {
         self.peers.iter().position(|&peer| peer == node)
     }
 
-    /// Whether we answer `client` on execution: we are the replica closest to it, at its site.
+    /// Whether we answer `client` on execution: we are the replica closest to it, at its site
+    /// (SwiftPaxos' co-located client), or wherever it is (N²Paxos: its only answer).
     fn serves_client(&mut self, client: NodeId) -> bool {
         if let Some(&serves) = self.serves.get(&client) {
             return serves;
         }
+        let anywhere = self.variant != Variant::Swift;
         let serves = client.index() < self.topology.nodes.len()
-            && self.topology.node(client).site == self.topology.node(self.id).site
+            && (anywhere || self.topology.node(client).site == self.topology.node(self.id).site)
             && self.topology.closest(client, &self.peers, 1).first() == Some(&self.id);
         self.serves.insert(client, serves);
         serves
@@ -319,7 +328,9 @@ impl Replica {
                 self.on_new_leader_ack(rank, ballot, cbal, entries, out)
             }
             (Message::Sync { ballot, entries }, Some(rank)) => self.on_sync(rank, ballot, entries, out),
-            (Message::Reply { .. } | Message::Executed { .. }, _) => Err("client message sent to a replica"),
+            (Message::Reply { .. } | Message::Executed { .. } | Message::RecordAck { .. }, _) => {
+                Err("client message sent to a replica")
+            }
             (_, None) => Err("replica message from a node that is not a replica"),
         };
         if let Err(reason) = handled {
@@ -368,6 +379,13 @@ impl Replica {
         self.preaccepted.insert(id);
         let bal = self.ballots.bal;
         if !self.quorums.is_fast_member(self.rank, bal) {
+            if self.flaw == Flaw::OwnOrder {
+                // The canary remembers its own arrival order, to vote for it later.
+                instance.deps = Some(deps);
+            }
+            if self.variant == Variant::Curp {
+                self.record(id, &command, out);
+            }
             return Ok(());
         }
         // L12–L14, paths evaluated after the dependencies are set (spec §13.3).
@@ -382,10 +400,14 @@ impl Replica {
         let client = id.client.node();
         if self.is_leader() {
             // L15–L19: optimistic execution, Reply, then our proposal to everyone; our own
-            // FastAck is handled here (L22) as the multicast skips us.
-            self.pending_log.push(id);
-            let result = self.optimistic_result(id, &command);
-            out.send_durable(client, Message::Reply { ballot: bal, id, deps: wire.clone(), paths: digest, result });
+            // FastAck is handled here (L22) as the multicast skips us. N²Paxos' leader sends
+            // only the proposal (its 2A): its clients wait for an execution.
+            if self.replies(&deps) {
+                self.pending_log.push(id);
+                let result = self.optimistic_result(id, &command);
+                let reply = Message::Reply { ballot: bal, id, deps: wire.clone(), paths: digest, result };
+                out.send_durable(client, reply);
+            }
             out.multicast_durable(&self.peers, fast_ack);
             out.observe(Observation::LeaderDeps { ballot: bal, id, deps: wire });
             let instance = self.instances.get_mut(&id).expect("inserted above");
@@ -397,6 +419,36 @@ impl Replica {
             out.send_durable(client, fast_ack);
         }
         Ok(())
+    }
+
+    /// Whether the leader sends its optimistic result: always in SwiftPaxos; in CURP+ only when
+    /// every dependency is committed (App. B L14; a commit waits for its dependencies' commits,
+    /// so then every earlier conflicting command is committed); never in N²Paxos.
+    fn replies(&self, deps: &BTreeSet<RequestId>) -> bool {
+        match self.variant {
+            Variant::Swift => true,
+            Variant::N2Paxos => false,
+            Variant::Curp => {
+                self.flaw == Flaw::BlindWitness
+                    || deps.iter().all(|dep| {
+                        self.instances.get(dep).is_some_and(|i| i.phase == Phase::Commit)
+                            || self.execution.executor.status(*dep) == CommandStatus::Executed
+                    })
+            }
+        }
+    }
+
+    /// CURP+ witness (App. B L18–L23): record `id` unless a conflicting command is unsynced,
+    /// and tell the client.
+    fn record(&mut self, id: RequestId, command: &Command, out: &mut Outbox<SwiftPaxos>) {
+        let conflicts = self.witness.iter().any(|other| {
+            self.instances.get(other).and_then(|i| i.command.as_ref()).is_some_and(|c| !c.commutes_with(command))
+        });
+        if conflicts && self.flaw != Flaw::BlindWitness {
+            return;
+        }
+        self.witness.insert(id);
+        out.send_durable(id.client.node(), Message::RecordAck { ballot: self.ballots.bal, id });
     }
 
     /// `opt_exec(pending_log, state)` (L17): `command`'s result after every pending command that
@@ -413,7 +465,9 @@ impl Replica {
             let Some(pending) = self.instances.get(&other).and_then(|i| i.command.as_ref()) else { continue };
             let mut shares = false;
             pending.for_each_key(|key| shares |= mine.contains(key));
-            if shares && self.execution.executor.status(other) != CommandStatus::Executed {
+            // The CURP+ canary answers from the executed state alone.
+            let stale = self.flaw == Flaw::BlindWitness;
+            if shares && !stale && self.execution.executor.status(other) != CommandStatus::Executed {
                 before.push(other);
                 keys.extend(pending.keys());
             }
@@ -546,14 +600,18 @@ impl Replica {
         if disagreed && fast_member {
             self.stats.count("double_vote");
         }
-        // L25–L27. Every follower sends SlowAck (spec §13.1). The canary keeps its own vote
+        // L25–L27. Every follower sends SlowAck (spec §13.1). The canaries keep their own vote
         // while claiming the leader's.
-        if !(self.flaw == Flaw::SingleVote && fast_member && instance.deps.is_some()) {
+        let keeps_own = (self.flaw == Flaw::SingleVote && fast_member) || self.flaw == Flaw::OwnOrder;
+        if !(keeps_own && instance.deps.is_some()) {
             instance.deps = Some(ack.deps);
         }
         let slow_ack = Message::SlowAck { ballot: bal, id };
         out.multicast_durable(&self.peers, slow_ack.clone());
-        out.send_durable(id.client.node(), slow_ack);
+        // N²Paxos' and CURP+'s clients count no votes: the 2B goes to the replicas only.
+        if self.variant.has_fast_path() {
+            out.send_durable(id.client.node(), slow_ack);
+        }
         true
     }
 
@@ -592,6 +650,8 @@ impl Replica {
         let instance = self.instances.get_mut(&id).expect("present");
         instance.phase = Phase::Commit;
         self.accepted.remove(&id);
+        // App. B L31: a committed command is synced.
+        self.witness.remove(&id);
         if fast {
             self.stats.fast_path_commits += 1;
         } else {
@@ -754,6 +814,26 @@ impl Replica {
     }
 }
 
+impl Replica {
+    /// CURP+: a witness holds commands it knows, pairwise commuting (App. B L21), unless it
+    /// is the canary's.
+    fn check_witness(&self) {
+        if self.flaw == Flaw::BlindWitness {
+            return;
+        }
+        let commands: Vec<&Command> = self
+            .witness
+            .iter()
+            .map(|id| self.instances[id].command.as_ref().expect("a recorded command has a payload"))
+            .collect();
+        for (i, a) in commands.iter().enumerate() {
+            for b in &commands[i + 1..] {
+                assert!(a.commutes_with(b), "a witness holds two conflicting commands");
+            }
+        }
+    }
+}
+
 /// A vote of `ballot` joins the votes if they are of that ballot, replaces them if older.
 fn record_vote(votes: &mut Votes, ballot: u64) -> Result<(), &'static str> {
     if ballot < votes.ballot {
@@ -830,6 +910,7 @@ impl Node<SwiftPaxos> for Replica {
         for id in &self.awaiting {
             assert!(self.instances[id].leader_ack.is_some(), "awaiting ids hold a leader FastAck");
         }
+        self.check_witness();
         if !self.is_leader() && self.ballots.status == Status::Normal {
             assert!(self.pending_log.is_empty(), "only the leader keeps a pending log");
         }

@@ -265,7 +265,7 @@ fn scenario_18_reply_without_acks_is_not_delivered() {
 }
 
 fn entry(id: RequestId, phase: Phase, deps: &[RequestId]) -> Entry {
-    Entry { id, phase, command: Command::set("k", "v"), deps: Some(deps.to_vec()) }
+    Entry { id, phase, command: Command::set("k", "v"), deps: Some(deps.to_vec()), witnessed: false }
 }
 
 #[test]
