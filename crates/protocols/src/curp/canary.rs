@@ -2,7 +2,8 @@
 //! witnesses record every command, conflicting or not, and its leader replies at once from its
 //! executed state, without L14's wait for the earlier conflicting commands' commits. Under the
 //! campaign's contention a client soon takes a result that the command's execution does not
-//! give (Nontriviality); `crates/sim/tests/curp.rs` catches it within 100 seeds.
+//! give (Nontriviality); the harness (`crates/sim/tests/harness.rs`) catches it within 100
+//! seeds.
 
 use super::new_node;
 use crate::swiftpaxos::checker::{Observation, SwiftChecker};

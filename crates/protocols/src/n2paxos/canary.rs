@@ -2,7 +2,8 @@
 //! `N2PaxosOwnOrder`'s followers order each command after the conflicting commands *they*
 //! received first, and their 2B claims that order is the leader's. Under the campaign's
 //! contention two replicas commit one command with different dependencies, which the global
-//! checker reports (Inv 1); `crates/sim/tests/n2paxos.rs` catches it within 100 seeds.
+//! checker reports (Inv 1); the harness (`crates/sim/tests/harness.rs`) catches it within 100
+//! seeds.
 
 use super::new_node;
 use crate::swiftpaxos::checker::{Observation, SwiftChecker};
