@@ -1,0 +1,160 @@
+//! Scripted tests of further spec §12 scenarios: a link with a multi-round delay (10) and a
+//! divergent uncommitted suffix repaired from a new initiator (22). Node
+//! ids: replicas first (n0..), then clients; client `i` sends to replica `(replicas + i) %
+//! replicas` first. The global checker (§8.3) runs after every step.
+
+use super::messages::{Entry, Message, Pulse, Value};
+use super::replica::Replica;
+use super::{Chora, Config, Timer};
+use crate::testkit::Cluster;
+use ordo_core::{Command, CommandResult, NodeId};
+use std::collections::BTreeMap;
+
+const MS: u64 = 1_000_000;
+
+fn replica(cluster: &Cluster<Chora>, rank: usize) -> &Replica {
+    cluster.node_as::<Replica>(cluster.replica(rank))
+}
+
+/// Runs the cluster with every message on the link `from → to` held `delay_ns` after it was
+/// sent, the others delivered at once, until `done` holds or `limit_ns` pass; returns whether
+/// `done` held. Time moves in fifths of a round when nothing is due.
+fn run_with_late_link(
+    cluster: &mut Cluster<Chora>,
+    (from, to): (NodeId, NodeId),
+    delay_ns: u64,
+    limit_ns: u64,
+    mut done: impl FnMut(&Cluster<Chora>) -> bool,
+) -> bool {
+    let mut sent_at = BTreeMap::new();
+    let end = cluster.now_ns() + limit_ns;
+    while cluster.now_ns() < end {
+        if done(cluster) {
+            return true;
+        }
+        let now = cluster.now_ns();
+        for envelope in cluster.pending().filter(|e| e.from == from && e.to == to) {
+            sent_at.entry(envelope.id).or_insert(now);
+        }
+        let due = |e: &crate::testkit::Envelope<Chora>| {
+            !(e.from == from && e.to == to) || sent_at.get(&e.id).is_some_and(|&at| at + delay_ns <= now)
+        };
+        if !cluster.deliver_first(due) {
+            cluster.advance(Config::default().round_ns / 5);
+        }
+    }
+    done(cluster)
+}
+
+/// Writes `count` values of `key` from `client`, each with the link `late` held `delay_ns`;
+/// returns the mean latency of a write.
+fn timed_writes(cluster: &mut Cluster<Chora>, client: NodeId, late: (NodeId, NodeId), delay_ns: u64) -> u64 {
+    let count = 10;
+    let start = cluster.now_ns();
+    for i in 0..count {
+        let op = cluster.submit(client, Command::set("late", i.to_string()));
+        assert!(run_with_late_link(cluster, late, delay_ns, 50 * MS, |c| c.result(op).is_some()), "write {i}");
+    }
+    (cluster.now_ns() - start) / count
+}
+
+#[test]
+fn a_link_four_rounds_late_delays_commits_but_not_rounds() {
+    // Goal: scenario 10 — with the link replica 2 → replica 0 four rounds late (Fig. 1),
+    // messages are processed in later rounds, everything stays safe, a write's latency at
+    // replica 0 grows by about the extra delay, and the rounds keep their length. Method:
+    // one client writing through replica 0; time ten writes with no delay, then ten with
+    // every message on that link held 4 rounds; count replica 0's pulses while late.
+    let config = Config::default();
+    let round = config.round_ns;
+    let mut cluster = Cluster::<Chora>::new(3, 1, config);
+    let client = cluster.client(0);
+    let late = (cluster.replica(2), cluster.replica(0));
+    let prompt = timed_writes(&mut cluster, client, late, 0);
+    cluster.keep_sent_log();
+    let start = cluster.now_ns();
+    let delayed = timed_writes(&mut cluster, client, late, 4 * round);
+    let elapsed = cluster.now_ns() - start;
+    assert!(delayed >= prompt + 3 * round, "latency grew by the delay: {prompt} ns → {delayed} ns");
+    assert!(delayed <= prompt + 8 * round, "and by little more: {prompt} ns → {delayed} ns");
+    let (r0, r1) = (cluster.replica(0), cluster.replica(1));
+    let pulses =
+        cluster.sent_log().iter().filter(|e| e.from == r0 && e.to == r1 && matches!(e.message, Message::Pulse(_)));
+    let pulses = pulses.count() as u64;
+    assert!(pulses <= elapsed / round + 1, "at most one pulse per round: {pulses} in {elapsed} ns");
+    assert!(pulses >= 10, "each write rode one of replica 0's pulses: {pulses}");
+    let (_, deadline) =
+        cluster.pending_timers(r0).into_iter().find(|(t, _)| *t == Timer::Round).expect("a round timer");
+    assert!(deadline <= cluster.now_ns() + round, "the next round is at most one round away");
+    cluster.run_for(5 * MS);
+    let reader = cluster.client(0);
+    let op = cluster.submit(reader, Command::get("late"));
+    assert!(cluster.run_until(50 * MS, |c| c.result(op).is_some()));
+    assert_eq!(cluster.result(op), Some(&CommandResult::Value("9".into())));
+    let logs: Vec<_> = (0..3).map(|r| replica(&cluster, r)).collect();
+    let common = logs.iter().map(|r| r.acks().last_commit).min().expect("3 replicas");
+    let from = logs.iter().map(|r| r.log().first()).max().expect("3 replicas");
+    for slot in from..=common {
+        let values: Vec<_> = logs.iter().map(|r| r.log().get(slot).map(|e| e.value_id())).collect();
+        assert!(values.windows(2).all(|w| w[0] == w[1]), "slot {slot}: {values:?}");
+    }
+    assert!(logs.iter().all(|r| r.view() == 0), "no view change");
+}
+
+fn is_proposal(message: &Message) -> bool {
+    matches!(message, Message::Pulse(p) if matches!(&p.proposal, Some((_, e)) if matches!(e.value, Value::Requests(_))))
+}
+
+#[test]
+fn a_divergent_uncommitted_suffix_is_truncated_and_refilled_from_the_initiator() {
+    // Goal: scenario 22 — a follower holding old-view entries at slots where the new
+    // initiator holds another view's entries truncates from the first such slot and refills
+    // from the initiator, ending identical to it up to the view-base. Method: single proposer
+    // (replica 0), its next proposal (view 0) dropped so only it holds it; replica 1
+    // (injected) wins view 2 with a log of view 1, and its view-init pulse recovers no-ops of
+    // view 1 at every slot above replica 0's verified prefix.
+    let mut cluster = Cluster::<Chora>::new(3, 1, Config { proposers: 1, ..Config::default() });
+    let client = cluster.client(0);
+    let op = cluster.submit(client, Command::set("v", "0"));
+    assert!(cluster.run_until(50 * MS, |c| c.result(op).is_some()), "the first write completed");
+    let (r0, r1) = (cluster.replica(0), cluster.replica(1));
+    let _op = cluster.submit(client, Command::set("v", "1"));
+    cluster.deliver_all();
+    let mut waited = 0;
+    while !cluster.pending().any(|e| e.from == r0 && is_proposal(&e.message)) {
+        cluster.advance(10_000);
+        waited += 1;
+        assert!(waited < 1_000, "replica 0 proposed");
+    }
+    cluster.drop_where(|e| e.from == r0);
+    let (held, verified) = (replica(&cluster, 0).log().last_append(), replica(&cluster, 0).acks().last_commit);
+    assert!(held > verified, "an entry nobody acked");
+    assert_eq!(replica(&cluster, 0).log().get(held).map(|e| e.view), Some(0));
+    cluster.inject(r1, r0, Message::ViewChangeRequest { view: 2, last_append: held, last_append_view: 1 });
+    cluster.deliver_all_where(|e| e.to == r0);
+    assert_eq!(replica(&cluster, 0).view(), 2, "replica 0 voted for the newer log");
+    let truncations = cluster.total_stats(r0).events.get("repair_truncate").copied().unwrap_or(0);
+    let base = held + 1;
+    let initiator_log: Vec<(u64, Entry)> =
+        (verified + 1..=held).map(|slot| (slot, Entry { view: 1, value: Value::NoOp })).collect();
+    let view_init = Entry { view: 2, value: Value::ViewInit { proposers: vec![1] } };
+    let pulse = Pulse {
+        view: 2,
+        base,
+        ack: base,
+        latest_proposed: base,
+        proposal: Some((base, view_init.clone())),
+        skip: None,
+        nack: None,
+        recovers: initiator_log.clone(),
+    };
+    cluster.inject(r1, r0, Message::Pulse(Box::new(pulse)));
+    cluster.deliver_all_where(|e| e.to == r0);
+    let after = cluster.total_stats(r0).events.get("repair_truncate").copied().unwrap_or(0);
+    assert_eq!(after, truncations + 1, "one truncation, at the first divergent slot");
+    let follower = replica(&cluster, 0);
+    for (slot, entry) in initiator_log.iter().chain([(base, view_init)].iter()) {
+        assert_eq!(follower.log().get(*slot), Some(entry), "slot {slot} as at the initiator");
+    }
+    assert!(follower.acks().last_ack >= base, "the repaired prefix is verified up to the view-base");
+}
