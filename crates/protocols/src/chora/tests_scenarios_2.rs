@@ -1,5 +1,5 @@
 //! Scripted tests of further spec §12 scenarios: a link with a multi-round delay (10), random
-//! delays well above the round (11) and a divergent uncommitted suffix repaired from a new
+//! delays well above the round (11), a responsive owner's no-ops on a nack (13) and a divergent uncommitted suffix repaired from a new
 //! initiator (22). Node
 //! ids: replicas first (n0..), then clients; client `i` sends to replica `(replicas + i) %
 //! replicas` first. The global checker (§8.3) runs after every step.
@@ -223,4 +223,53 @@ fn random_delays_well_above_the_round_stay_safe_and_degrade_smoothly() {
         assert!(pair[1].1 > pair[0].1, "each wider delay is slower: {points:?}");
     }
     assert!(points[2].0 > points[0].0, "messages per commit rise: {points:?}");
+}
+
+#[test]
+fn a_nack_above_an_idle_owners_next_slot_makes_it_fill_its_slots_with_no_ops() {
+    // Goal: scenario 13 — in responsive mode, a nack from replica 2 for a slot s of replica
+    // 1 above replica 1's next-propose makes replica 1 propose no-ops for all its slots from
+    // next-propose to s (in ordo, as one `skip` range: the nack's pulse raises its latest
+    // proposed slot to s, and an idle owner skips up to it), and replica 0's commands then
+    // commit. Method: one client, writing through replica 0; replica 1 is idle; the nack is
+    // injected and delivered to replica 1 alone, and its answer is read from the network.
+    let mut cluster = Cluster::<Chora>::new(3, 1, Config { mode: super::Mode::Responsive, ..Config::default() });
+    let client = cluster.client(0);
+    let op = cluster.submit(client, Command::set("n", "0"));
+    assert!(cluster.run_until(50 * MS, |c| c.result(op).is_some()), "the first write completed");
+    cluster.run_for(MS);
+    let (r1, r2) = (cluster.replica(1), cluster.replica(2));
+    let next = replica(&cluster, 1).next_propose().expect("replica 1 proposes in view 0");
+    let schedule = replica(&cluster, 1).schedule().expect("a schedule").clone();
+    let s = schedule.next_owned(1, schedule.next_owned(1, next));
+    assert!(replica(&cluster, 1).log().get(s).is_none(), "replica 1 has not proposed slot {s}");
+    let nack = Pulse {
+        view: 0,
+        base: 0,
+        ack: replica(&cluster, 2).acks().last_ack,
+        latest_proposed: s,
+        proposal: None,
+        skip: None,
+        nack: Some((s, s)),
+        recovers: Vec::new(),
+    };
+    cluster.inject(r2, r1, Message::Pulse(Box::new(nack)));
+    cluster.deliver_all_where(|e| e.to == r1);
+    let skip = cluster.pending().find_map(|e| match &e.message {
+        Message::Pulse(p) if e.from == r1 && e.to == r2 => p.skip,
+        _ => None,
+    });
+    assert!(matches!(skip, Some((from, until)) if from == next && until >= s), "skip {skip:?} covers {next}..={s}");
+    let mut slot = next;
+    while slot <= s {
+        assert_eq!(replica(&cluster, 1).log().get(slot).map(|e| e.value.clone()), Some(Value::NoOp), "slot {slot}");
+        slot = schedule.next_owned(1, slot);
+    }
+    let op = cluster.submit(client, Command::set("n", "1"));
+    assert!(cluster.run_until(50 * MS, |c| c.result(op).is_some()), "replica 0's next write commits");
+    let reader = cluster.client(0);
+    let op = cluster.submit(reader, Command::get("n"));
+    assert!(cluster.run_until(50 * MS, |c| c.result(op).is_some()));
+    assert_eq!(cluster.result(op), Some(&CommandResult::Value("1".into())));
+    assert!(replica(&cluster, 0).acks().last_commit >= s, "slot {s} committed");
 }
