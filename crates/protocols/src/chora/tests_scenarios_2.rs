@@ -1,8 +1,9 @@
 //! Scripted tests of further spec §12 scenarios: a link with a multi-round delay (10), random
-//! delays well above the round (11), a responsive owner's no-ops on a nack (13) and a divergent uncommitted suffix repaired from a new
-//! initiator (22). Node
-//! ids: replicas first (n0..), then clients; client `i` sends to replica `(replicas + i) %
-//! replicas` first. The global checker (§8.3) runs after every step.
+//! delays well above the round (11), a responsive owner's no-ops on a nack (13), an initiator
+//! dying after its view-init reached one follower (21) and a divergent uncommitted suffix
+//! repaired from a new initiator (22). Node ids: replicas first (n0..), then clients; client
+//! `i` sends to replica `(replicas + i) % replicas` first. The global checker (§8.3) runs
+//! after every step.
 
 use super::messages::{Entry, Message, Pulse, Value};
 use super::replica::Replica;
@@ -272,4 +273,57 @@ fn a_nack_above_an_idle_owners_next_slot_makes_it_fill_its_slots_with_no_ops() {
     assert!(cluster.run_until(50 * MS, |c| c.result(op).is_some()));
     assert_eq!(cluster.result(op), Some(&CommandResult::Value("1".into())));
     assert!(replica(&cluster, 0).acks().last_commit >= s, "slot {s} committed");
+}
+
+#[test]
+fn an_initiator_dying_after_its_view_init_reached_one_follower_leaves_no_conflict() {
+    // Goal: scenario 21 (5 replicas, f = 2) — the initiator of the first view change crashes
+    // after its view-init reached exactly one follower, uncommitted. A later view is elected,
+    // the write completes, the survivors' committed prefixes agree (and the checker sees no
+    // conflicting commit). Method: replica 4 crashes; other messages flow until the
+    // initiator's view-init pulse is in the network; one copy is delivered, the rest dropped.
+    let mut cluster = Cluster::<Chora>::new(5, 1, Config::default());
+    let client = cluster.client(0);
+    let op = cluster.submit(client, Command::set("i", "0"));
+    assert!(cluster.run_until(50 * MS, |c| c.result(op).is_some()), "the first write completed");
+    cluster.crash(cluster.replica(4));
+    let op = cluster.submit(client, Command::set("i", "1"));
+    let initiator = |c: &Cluster<Chora>| (0..4).find(|&r| replica(c, r).role() == super::replica::ViewRole::Initiator);
+    assert!(cluster.run_until(300 * MS, |c| initiator(c).is_some()), "an initiator was elected");
+    let dead = initiator(&cluster).expect("elected");
+    let (node, dead_view) = (cluster.replica(dead), replica(&cluster, dead).view());
+    let is_view_init = |e: &Envelope<Chora>| {
+        e.from == node
+            && matches!(&e.message, Message::Pulse(p) if p.proposal.as_ref().is_some_and(|(_, x)| x.is_view_init()))
+    };
+    let mut steps = 0;
+    while !cluster.pending().any(is_view_init) {
+        if !cluster.deliver_first(|e| e.from != node) {
+            cluster.advance(10_000);
+        }
+        steps += 1;
+        assert!(steps < 10_000, "the initiator sent its view-init");
+    }
+    let first = cluster.pending().find(|e| is_view_init(e)).map(|e| (e.id, e.to)).expect("pending");
+    let base = replica(&cluster, dead).log().last_slot();
+    assert!(cluster.deliver(first.0));
+    cluster.drop_where(|e| e.from == node);
+    cluster.crash(node);
+    let follower = (0..4).find(|&r| cluster.replica(r) == first.1).expect("a replica");
+    let held = replica(&cluster, follower).log().get(base).map(|e| e.value_id());
+    assert_eq!(held, Some(super::messages::ValueId::ViewInit(dead_view)), "the follower holds the view-init");
+    assert!(cluster.run_until(500 * MS, |c| c.result(op).is_some()), "the write completed in a later view");
+    cluster.run_for(5 * MS);
+    let survivors: Vec<&Replica> = (0..4).filter(|&r| r != dead).map(|r| replica(&cluster, r)).collect();
+    assert!(survivors.iter().all(|r| r.view() > dead_view), "a later view");
+    let common = survivors.iter().map(|r| r.acks().last_commit).min().expect("survivors");
+    let from = survivors.iter().map(|r| r.log().first()).max().expect("survivors");
+    for slot in from..=common {
+        let values: Vec<_> = survivors.iter().map(|r| r.log().get(slot).map(|e| e.value_id())).collect();
+        assert!(values.windows(2).all(|w| w[0] == w[1]), "slot {slot}: {values:?}");
+    }
+    let reader = cluster.client(0);
+    let op = cluster.submit(reader, Command::get("i"));
+    assert!(cluster.run_until(50 * MS, |c| c.result(op).is_some()));
+    assert_eq!(cluster.result(op), Some(&CommandResult::Value("1".into())));
 }
