@@ -76,6 +76,8 @@ mod tests;
 mod tests_recovery;
 #[cfg(test)]
 mod tests_scenarios;
+#[cfg(test)]
+mod tests_scenarios_2;
 
 use ordo_core::{CrashModel, GlobalChecker, Node, NodeContext, Protocol, Role};
 use serde::{Deserialize, Serialize};
