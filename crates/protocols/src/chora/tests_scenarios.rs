@@ -12,7 +12,7 @@ use ordo_core::{Command, CommandResult, NodeId, Outbox};
 
 const MS: u64 = 1_000_000;
 
-fn replica(cluster: &Cluster<Chora>, rank: usize) -> &Replica {
+pub(super) fn replica(cluster: &Cluster<Chora>, rank: usize) -> &Replica {
     cluster.node_as::<Replica>(cluster.replica(rank))
 }
 
@@ -31,8 +31,18 @@ fn read(cluster: &mut Cluster<Chora>, client: NodeId, key: &str) -> CommandResul
     cluster.result(op).expect("completed").clone()
 }
 
-fn is_proposal(message: &Message) -> bool {
+pub(super) fn is_proposal(message: &Message) -> bool {
     matches!(message, Message::Pulse(p) if matches!(&p.proposal, Some((_, e)) if matches!(e.value, Value::Requests(_))))
+}
+
+/// Advances time in 10 µs steps until `proposer` has a proposal in the network.
+pub(super) fn advance_until_proposal(cluster: &mut Cluster<Chora>, proposer: NodeId) {
+    let mut waited = 0;
+    while !cluster.pending().any(|e| e.from == proposer && is_proposal(&e.message)) {
+        cluster.advance(10_000);
+        waited += 1;
+        assert!(waited < 1_000, "{proposer} proposed");
+    }
 }
 
 #[test]
@@ -119,12 +129,7 @@ fn a_proposal_that_reached_one_replica_before_its_proposer_crashed_commits_at_mo
     write(&mut cluster, client, "p", "0");
     let op = cluster.submit(client, Command::append("p", "+"));
     cluster.deliver_all();
-    let mut waited = 0;
-    while !cluster.pending().any(|e| e.from == r2 && is_proposal(&e.message)) {
-        cluster.advance(10_000);
-        waited += 1;
-        assert!(waited < 1_000, "replica 2 proposed");
-    }
+    advance_until_proposal(&mut cluster, r2);
     cluster.drop_where(|e| e.from == r2 && e.to != r0);
     cluster.deliver_all_where(|e| e.from == r2);
     cluster.crash(r2);
@@ -293,12 +298,7 @@ fn a_follower_never_recovers_an_unverified_old_slot() {
     let (r0, r1) = (cluster.replica(0), cluster.replica(1));
     let _op = cluster.submit(client, Command::set("u", "1"));
     cluster.deliver_all();
-    let mut waited = 0;
-    while !cluster.pending().any(|e| e.from == r0 && is_proposal(&e.message)) {
-        cluster.advance(10_000);
-        waited += 1;
-        assert!(waited < 1_000, "replica 0 proposed");
-    }
+    advance_until_proposal(&mut cluster, r0);
     cluster.drop_where(|e| e.from == r0);
     let (held, verified) = (replica(&cluster, 0).log().last_append(), replica(&cluster, 0).acks().last_commit);
     assert!(held > verified, "an entry nobody acked");

@@ -7,16 +7,13 @@
 
 use super::messages::{Entry, Message, Pulse, Value};
 use super::replica::Replica;
+use super::tests_scenarios::{advance_until_proposal, replica};
 use super::{Chora, Config, Timer};
 use crate::testkit::{Cluster, Envelope};
 use ordo_core::{Command, CommandResult, NodeId};
 use std::collections::BTreeMap;
 
 const MS: u64 = 1_000_000;
-
-fn replica(cluster: &Cluster<Chora>, rank: usize) -> &Replica {
-    cluster.node_as::<Replica>(cluster.replica(rank))
-}
 
 /// Runs the cluster with each message held `delay(message)` after it was first seen in the
 /// network (drawn once per message), the others delivered at once, until `done` holds or
@@ -110,10 +107,6 @@ fn a_link_four_rounds_late_delays_commits_but_not_rounds() {
     assert!(logs.iter().all(|r| r.view() == 0), "no view change");
 }
 
-fn is_proposal(message: &Message) -> bool {
-    matches!(message, Message::Pulse(p) if matches!(&p.proposal, Some((_, e)) if matches!(e.value, Value::Requests(_))))
-}
-
 #[test]
 fn a_divergent_uncommitted_suffix_is_truncated_and_refilled_from_the_initiator() {
     // Goal: scenario 22 — a follower holding old-view entries at slots where the new
@@ -129,12 +122,7 @@ fn a_divergent_uncommitted_suffix_is_truncated_and_refilled_from_the_initiator()
     let (r0, r1) = (cluster.replica(0), cluster.replica(1));
     let _op = cluster.submit(client, Command::set("v", "1"));
     cluster.deliver_all();
-    let mut waited = 0;
-    while !cluster.pending().any(|e| e.from == r0 && is_proposal(&e.message)) {
-        cluster.advance(10_000);
-        waited += 1;
-        assert!(waited < 1_000, "replica 0 proposed");
-    }
+    advance_until_proposal(&mut cluster, r0);
     cluster.drop_where(|e| e.from == r0);
     let (held, verified) = (replica(&cluster, 0).log().last_append(), replica(&cluster, 0).acks().last_commit);
     assert!(held > verified, "an entry nobody acked");
