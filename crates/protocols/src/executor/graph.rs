@@ -46,7 +46,8 @@ use std::fmt::Debug;
 
 /// A command id the graph executor can compact: it belongs to a lane (who issued it) and has a
 /// position in that lane. Lanes let [`GraphExecutor::forget_below`] summarise a lane's executed
-/// prefix in one number.
+/// prefix in one number. `Ord` must be lane-major: one lane's ids are contiguous and ordered by
+/// position, so a lane's prefix is one range of a sorted map.
 pub trait GraphId: Copy + Ord + Debug {
     /// Who issues these ids (a client, a replica's instance space).
     type Lane: Copy + Ord + Debug;
@@ -54,6 +55,8 @@ pub trait GraphId: Copy + Ord + Debug {
     fn lane(&self) -> Self::Lane;
     /// This id's position among its lane's ids.
     fn position(&self) -> u64;
+    /// The lowest id `lane` can have (at or below position 0).
+    fn lane_start(lane: Self::Lane) -> Self;
 }
 
 /// A request is issued by its client, numbered by the client.
@@ -64,6 +67,9 @@ impl GraphId for RequestId {
     }
     fn position(&self) -> u64 {
         self.number
+    }
+    fn lane_start(lane: ClientId) -> Self {
+        RequestId { client: lane, number: 0 }
     }
 }
 
@@ -269,20 +275,26 @@ impl<Id: GraphId> GraphExecutor<Id> {
         if !self.frontier.contains_key(&lane) && self.frontier.len() >= self.config.lanes_max {
             return Err(ForgetError::LanesFull);
         }
+        // Ids are lane-major (`GraphId`): the lane's ids below `position` are one range, so
+        // forgetting costs what it forgets, not a walk of everything held.
         let in_range = |id: &Id| id.lane() == lane && id.position() < position;
-        if self.pending.keys().any(in_range) {
+        let start = Id::lane_start(lane);
+        if self.pending.range(start..).next().is_some_and(|(id, _)| in_range(id)) {
             return Err(ForgetError::Pending);
         }
         self.frontier.insert(lane, position);
-        self.executed.retain(|id| !in_range(id));
+        let forgotten: Vec<Id> = self.executed.range(start..).take_while(|id| in_range(id)).copied().collect();
+        for id in forgotten {
+            self.executed.remove(&id);
+        }
         // Uncommitted ids now below the frontier count as executed: wake what waited on them.
-        let covered: Vec<Id> = self.waiters.keys().copied().filter(in_range).collect();
+        let covered: Vec<Id> = self.waiters.range(start..).map(|(id, _)| *id).take_while(in_range).collect();
         for id in covered {
             assert!(!self.pending.contains_key(&id), "no pending id lies below a frontier");
             self.wake(id);
         }
         assert!(self.frontier.len() <= self.config.lanes_max, "the lane bound holds");
-        assert!(!self.executed.iter().any(in_range), "forgotten ids are gone");
+        assert!(!self.executed.range(start..).next().is_some_and(in_range), "forgotten ids are gone");
         Ok(())
     }
 

@@ -36,6 +36,8 @@ struct Outstanding {
     id: RequestId,
     command: Command,
     views: BTreeMap<u64, View>,
+    /// The driver gave up on it; it is still sent until it completes (see `Client::queued`).
+    abandoned: bool,
 }
 
 /// Ballots a client keeps views of; an older one is dropped (its acks can no longer help once
@@ -52,6 +54,10 @@ pub struct Client {
     flaw: Flaw,
     next_number: u64,
     outstanding: Option<Outstanding>,
+    /// A submission waiting for an abandoned command to complete. A client never leaves a
+    /// number behind unfinished: each of its commands then runs everywhere or the client died,
+    /// which garbage collection needs (`gc.rs`: per client, an executed prefix).
+    queued: Option<Submission>,
     stats: NodeStats,
 }
 
@@ -71,6 +77,7 @@ impl Client {
             flaw,
             next_number: 1,
             outstanding: None,
+            queued: None,
             stats: NodeStats::default(),
         }
     }
@@ -150,9 +157,28 @@ impl Client {
     }
 
     fn finish(&mut self, op: u64, result: CommandResult, out: &mut Outbox<SwiftPaxos>) {
-        out.complete(op, result);
+        let abandoned = self.outstanding.as_ref().is_some_and(|o| o.abandoned);
+        if !abandoned {
+            out.complete(op, result);
+        }
         out.cancel_timer(Timer::ClientRetry);
         self.outstanding = None;
+        if let Some(next) = self.queued.take() {
+            self.start(next, out);
+        }
+    }
+
+    fn start(&mut self, submission: Submission, out: &mut Outbox<SwiftPaxos>) {
+        let id = RequestId { client: self.id, number: self.next_number };
+        self.next_number += 1;
+        self.outstanding = Some(Outstanding {
+            op: submission.op,
+            id,
+            command: submission.command,
+            views: BTreeMap::new(),
+            abandoned: false,
+        });
+        self.send(out);
     }
 
     fn rank(&self, node: NodeId) -> Option<usize> {
@@ -210,11 +236,22 @@ impl Node<SwiftPaxos> for Client {
     fn on_start(&mut self, _now: ClockReading, _out: &mut Outbox<SwiftPaxos>) {}
 
     fn on_submit(&mut self, _now: ClockReading, submission: Submission, out: &mut Outbox<SwiftPaxos>) {
-        let id = RequestId { client: self.id, number: self.next_number };
-        self.next_number += 1;
-        self.outstanding =
-            Some(Outstanding { op: submission.op, id, command: submission.command, views: BTreeMap::new() });
-        self.send(out);
+        if self.outstanding.is_some() || self.queued.is_some() {
+            // Only after an abandon: the driver hands a client one submission at a time.
+            self.stats.count("client_queued_behind_abandoned");
+            self.queued = Some(submission);
+            return;
+        }
+        self.start(submission, out);
+    }
+
+    fn on_abandon(&mut self, _now: ClockReading, op: u64, _out: &mut Outbox<SwiftPaxos>) {
+        if self.queued.as_ref().is_some_and(|queued| queued.op == op) {
+            // Never numbered, never sent: dropping it leaves no hole.
+            self.queued = None;
+        } else if let Some(outstanding) = self.outstanding.as_mut().filter(|o| o.op == op) {
+            outstanding.abandoned = true;
+        }
     }
 
     fn on_message(&mut self, _now: ClockReading, from: NodeId, message: Message, out: &mut Outbox<SwiftPaxos>) {

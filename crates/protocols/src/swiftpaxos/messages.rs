@@ -1,8 +1,9 @@
 //! SwiftPaxos messages (paper Figures 3–5; spec §4), plus the three the paper describes only in
 //! prose: the co-located client's result (`Executed`), the payload fetch (`Fetch`/`Payloads`)
-//! and the failure detector's heartbeat (`Ping`).
+//! and the failure detector's heartbeat (`Ping`, which also carries what garbage collection needs),
+//! plus `Retired`.
 
-use ordo_core::{Command, CommandResult, RequestId};
+use ordo_core::{ClientId, Command, CommandResult, RequestId};
 use serde::{Deserialize, Serialize};
 
 /// A set of command ids (dependencies), sorted and without duplicates on the wire.
@@ -109,11 +110,17 @@ pub enum Message {
         /// Id and payload.
         commands: Vec<(RequestId, Command)>,
     },
-    /// Replica → replicas: I am alive (failure detector ◇P of Fig 13).
+    /// Replica → replicas: I am alive (failure detector ◇P of Fig 13), and what I executed
+    /// (garbage collection, `gc.rs`).
     Ping {
         /// The sender's ballot.
         ballot: u64,
+        /// Per client, the sender's executed prefix (some clients per ping, `gc::LANES_PER_PING`).
+        executed: Vec<(ClientId, u64)>,
     },
+    /// Restarted replica → a replica that pinged it: I left for good (crash-stop), so do not
+    /// wait for me to collect garbage.
+    Retired,
     /// Replica → the trusted replica: start a new ballot (L84).
     Recover {
         /// The sender's ballot.
@@ -132,6 +139,9 @@ pub enum Message {
         cbal: u64,
         /// Every command the sender knows (not in `Start`).
         entries: Vec<Entry>,
+        /// Per client, the sender knows its requests through this number ran at every replica
+        /// (garbage collection): the new leader need not order recovered commands after them.
+        collected: Vec<(ClientId, u64)>,
     },
     /// New leader → replicas: the initial state of the ballot (L65).
     Sync {
@@ -155,6 +165,7 @@ impl Message {
             Message::Fetch { .. } => "fetch",
             Message::Payloads { .. } => "payloads",
             Message::Ping { .. } => "ping",
+            Message::Retired => "retired",
             Message::Recover { .. } => "recover",
             Message::NewLeader { .. } => "new_leader",
             Message::NewLeaderAck { .. } => "new_leader_ack",

@@ -51,6 +51,7 @@ pub mod canary;
 pub mod checker;
 pub mod client;
 pub mod conflicts;
+pub mod gc;
 pub mod messages;
 pub mod paths;
 pub mod quorums;

@@ -13,7 +13,7 @@ use super::messages::{Deps, Entry, Message, Phase};
 use super::replica::{Instance, Replica, Status, Votes};
 use super::{QuorumSystem, SwiftPaxos, Variant};
 use crate::executor::graph::CommandStatus;
-use ordo_core::{Command, Key, Outbox, RequestId};
+use ordo_core::{ClientId, Command, Key, Outbox, RequestId};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The failure detector ◇P (Fig 13): a peer is alive if heard from within the suspicion time.
@@ -56,6 +56,8 @@ pub struct Recovery {
     pub started_ns: Option<u64>,
     /// When we last joined a ballot (NewLeader), to time out a recovery that never ends.
     pub joined_ns: u64,
+    /// Per client, requests through this number ran at every replica, as the acks say.
+    pub everywhere: BTreeMap<ClientId, u64>,
 }
 
 pub(crate) type Recovered = BTreeMap<RequestId, (Phase, Command, BTreeSet<RequestId>)>;
@@ -133,6 +135,7 @@ impl Replica {
             acks: BTreeMap::new(),
             started_ns: Some(self.now_ns),
             joined_ns: self.recovery.joined_ns,
+            everywhere: BTreeMap::new(),
         };
         self.stats.count("recovery");
         out.multicast_durable(&self.peers, Message::NewLeader { ballot });
@@ -162,10 +165,11 @@ impl Replica {
         self.recovery.joined_ns = self.now_ns;
         let entries = self.report();
         let cbal = self.ballots.cbal;
+        let collected = self.gc.collected_lanes();
         if rank == self.rank {
-            return self.on_new_leader_ack(rank, ballot, cbal, entries, out);
+            return self.on_new_leader_ack(rank, ballot, cbal, entries, &collected, out);
         }
-        out.send_durable(self.peers[rank], Message::NewLeaderAck { ballot, cbal, entries });
+        out.send_durable(self.peers[rank], Message::NewLeaderAck { ballot, cbal, entries, collected });
         Ok(())
     }
 
@@ -191,6 +195,7 @@ impl Replica {
         ballot: u64,
         cbal: u64,
         entries: Vec<Entry>,
+        collected: &[(ClientId, u64)],
         out: &mut Outbox<SwiftPaxos>,
     ) -> Result<(), &'static str> {
         if self.ballots.status != Status::Recovering
@@ -203,6 +208,10 @@ impl Replica {
             return Err("malformed new leader ack");
         }
         self.recovery.acks.insert(rank, (cbal, entries));
+        for &(client, through) in collected {
+            let known = self.recovery.everywhere.entry(client).or_default();
+            *known = (*known).max(through);
+        }
         if self.recovery.acks.len() < self.topology.majority() {
             return Ok(());
         }
@@ -284,16 +293,25 @@ impl Replica {
                 if other == id || their_command.commutes_with(&command) || below.contains(&other) {
                     continue;
                 }
+                if self.ran_everywhere(other) {
+                    // Every replica ran it already, so it precedes `id` everywhere; a path to
+                    // it may pass through commands reporters forgot, so reachability here
+                    // cannot tell, and an extra edge could change a committed `dep[id]`.
+                    continue;
+                }
                 if !reaches_uncommitted(&new, other, id) {
                     extra.push(other);
                 }
             }
             new.get_mut(&id).expect("recovered").2.extend(extra);
         }
-        // L62–L63: a dependency nobody kept could not have committed.
+        // L62–L63: a dependency nobody kept could not have committed, unless it ran here: then
+        // it ran everywhere and reporters may have forgotten it (garbage collection); a
+        // command committed with it keeps it (Inv 1).
         let kept: BTreeSet<RequestId> = new.keys().copied().collect();
+        let executor = &self.execution.executor;
         for (_, _, deps) in new.values_mut() {
-            deps.retain(|dep| kept.contains(dep));
+            deps.retain(|dep| kept.contains(dep) || executor.status(*dep) == CommandStatus::Executed);
         }
         // L64.
         break_cycles(&mut new);
@@ -363,6 +381,10 @@ impl Replica {
         let mut old = std::mem::take(&mut self.instances);
         let mut newly_committed: Vec<(RequestId, Deps)> = Vec::new();
         for entry in entries {
+            if !old.contains_key(&entry.id) && self.execution.executor.status(entry.id) == CommandStatus::Executed {
+                // It ran here and was forgotten (garbage collection): nothing to install.
+                continue;
+            }
             let deps: BTreeSet<RequestId> = entry.deps.expect("checked well formed").into_iter().collect();
             let mut instance = old.remove(&entry.id).unwrap_or_else(|| Instance::new(now_ns));
             if instance.phase == Phase::Commit {

@@ -8,6 +8,7 @@
 
 use super::checker::Observation;
 use super::conflicts::KeyIndex;
+use super::gc::Collector;
 use super::messages::{Deps, Message, Phase};
 use super::quorums::Quorums;
 use super::recovery::{Detector, Recovery};
@@ -207,6 +208,8 @@ pub struct Replica {
     pub(crate) preaccepted: BTreeSet<RequestId>,
     pub(crate) pending_log: PendingLog,
     pub(crate) execution: Execution,
+    /// What every replica executed, and what we forgot (garbage collection).
+    pub(crate) gc: Collector,
     pub(crate) detector: Detector,
     pub(crate) recovery: Recovery,
     /// CURP+ witness: commands recorded and not yet committed here (`Unsynced`, App. B L22);
@@ -262,6 +265,7 @@ impl Replica {
                 new_state_machine: context.new_state_machine,
                 scratch: Vec::new(),
             },
+            gc: Collector::new(rank, peers.len(), config.clients_max),
             detector: Detector::new(peers.len()),
             recovery: Recovery::default(),
             witness: BTreeSet::new(),
@@ -312,7 +316,7 @@ impl Replica {
     fn handle_message(&mut self, now: ClockReading, from: NodeId, message: Message, out: &mut Outbox<SwiftPaxos>) {
         self.now_ns = now.local_ns;
         let from_rank = self.rank_of(from);
-        if let Some(rank) = from_rank {
+        if let Some(rank) = from_rank.filter(|_| !matches!(message, Message::Retired)) {
             self.detector.heard(rank, self.now_ns);
         }
         let handled = match (message, from_rank) {
@@ -321,11 +325,12 @@ impl Replica {
             (Message::SlowAck { ballot, id }, Some(rank)) => self.on_slow_ack(rank, ballot, id),
             (Message::Fetch { ids }, Some(_)) => self.on_fetch(from, ids, out),
             (Message::Payloads { commands }, Some(_)) => self.on_payloads(from, commands, out),
-            (Message::Ping { .. }, Some(_)) => Ok(()),
+            (Message::Ping { executed, .. }, Some(rank)) => self.on_ping(rank, &executed),
+            (Message::Retired, Some(rank)) => self.on_retired(rank),
             (Message::Recover { ballot }, Some(_)) => self.on_recover(ballot, out),
             (Message::NewLeader { ballot }, Some(rank)) => self.on_new_leader(rank, ballot, out),
-            (Message::NewLeaderAck { ballot, cbal, entries }, Some(rank)) => {
-                self.on_new_leader_ack(rank, ballot, cbal, entries, out)
+            (Message::NewLeaderAck { ballot, cbal, entries, collected }, Some(rank)) => {
+                self.on_new_leader_ack(rank, ballot, cbal, entries, &collected, out)
             }
             (Message::Sync { ballot, entries }, Some(rank)) => self.on_sync(rank, ballot, entries, out),
             (Message::Reply { .. } | Message::Executed { .. } | Message::RecordAck { .. }, _) => {
@@ -389,8 +394,11 @@ impl Replica {
             return Ok(());
         }
         // L12–L14, paths evaluated after the dependencies are set (spec §13.3).
-        let digest = paths::digest(id, &deps, |other| {
-            self.instances.get(&other).map_or((Phase::Start, None), |i| (i.phase, i.deps.as_ref()))
+        let digest = paths::digest(id, &deps, |other| match self.instances.get(&other) {
+            Some(instance) => (instance.phase, instance.deps.as_ref()),
+            // Forgotten here: it ran everywhere, so it ends a path like any committed command.
+            None if self.execution.executor.status(other) == CommandStatus::Executed => (Phase::Commit, None),
+            None => (Phase::Start, None),
         });
         let instance = self.instances.get_mut(&id).expect("inserted above");
         instance.deps = Some(deps.clone());
@@ -676,6 +684,7 @@ impl Replica {
         let mut ready = std::mem::take(&mut self.execution.scratch);
         ready.clear();
         self.execution.executor.execute_ready(&mut ready);
+        let mut collectable = Vec::new();
         for &id in &ready {
             let command = self.instances[&id].command.clone().expect("a committed command has a payload");
             let result = self.execution.state_machine.apply(id, &command);
@@ -690,8 +699,12 @@ impl Replica {
             if self.serves_client(client) {
                 out.send_durable(client, Message::Executed { id, result });
             }
+            collectable.extend(self.gc.executed(id));
         }
         self.execution.scratch = ready;
+        for (client, through) in collectable {
+            self.forget(client, through);
+        }
     }
 
     // ---- payloads (§4.3) -----------------------------------------------------------------------
@@ -764,7 +777,8 @@ impl Replica {
             return;
         }
         out.set_timer(Timer::Tick, self.config.tick_ns);
-        out.multicast_durable(&self.peers, Message::Ping { ballot: self.ballots.bal });
+        let executed = self.gc.report();
+        out.multicast_durable(&self.peers, Message::Ping { ballot: self.ballots.bal, executed });
         if self.ballots.status == Status::Normal && !self.is_leader() {
             self.fetch_and_repropose(out);
         }
@@ -862,7 +876,13 @@ impl Node<SwiftPaxos> for Replica {
     fn on_message(&mut self, now: ClockReading, from: NodeId, message: Message, out: &mut Outbox<SwiftPaxos>) {
         match self.life {
             Life::Running | Life::Booting(_) => self.handle_message(now, from, message, out),
-            Life::Retired => self.stats.drop_input("restarted replica stays down (crash-stop)"),
+            Life::Retired => {
+                // Peers wait for every replica before collecting garbage: tell them not to.
+                if matches!(message, Message::Ping { .. }) && self.rank_of(from).is_some() {
+                    out.send_durable(from, Message::Retired);
+                }
+                self.stats.drop_input("restarted replica stays down (crash-stop)")
+            }
             Life::Starting => panic!("an input before on_start"),
         }
     }
@@ -894,6 +914,7 @@ impl Node<SwiftPaxos> for Replica {
         self.checks.set(checks + 1);
         if checks.is_multiple_of(1024) {
             self.execution.executor.check_invariants();
+            self.check_collection();
         }
         assert!(self.ballots.cbal <= self.ballots.bal, "cbal ≤ bal");
         assert!(self.instances.len() <= self.config.instances_max, "instances bounded");
