@@ -63,6 +63,8 @@ pub use canary::{SwiftPaxosDirectDeps, SwiftPaxosSingleVote};
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_scenarios;
 
 use ordo_core::{CrashModel, GlobalChecker, Node, NodeContext, Protocol, Role, Topology};
 use serde::{Deserialize, Serialize};
