@@ -1,6 +1,7 @@
-//! Faults: a plan of timed events (crashes, restarts, pauses, partitions, lossy, duplicating or
-//! reordering periods, clock jumps and drift changes), written by hand in TOML or drawn from the
-//! seed. Every fault of a random plan heals before `heal_ns`, so progress can be checked after.
+//! Faults: a plan of timed events (crashes, restarts, pauses, partitions, lossy, duplicating,
+//! reordering or slow periods, clock jumps and drift changes), written by hand in TOML or drawn
+//! from the seed. Every fault of a random plan heals before `heal_ns`, so progress can be checked
+//! after.
 //!
 //! A plan names a node by id (`node = 3`) or by role and index (`node = "proxy:2"`, see
 //! [`NodeRef`]); ids depend on how a topology numbers its nodes, role references do not. A plan
@@ -79,6 +80,20 @@ pub enum Fault<N = u32> {
         /// End.
         until_ns: u64,
     },
+    /// Every message to or from one of `nodes` (every message, if `nodes` is empty) takes an
+    /// extra delay drawn uniformly from `0..=delay_max_ns`. Links stay FIFO: a slowed message
+    /// also holds back the later messages of its link, so arrivals bunch up rather than reorder.
+    Slow {
+        /// The nodes whose links are slow; empty: every link.
+        #[serde(default = "Vec::new")]
+        nodes: Vec<N>,
+        /// Largest extra delay.
+        delay_max_ns: u64,
+        /// Start.
+        at_ns: u64,
+        /// End.
+        until_ns: u64,
+    },
     /// The node's clock jumps by `delta_ns` (negative: backwards).
     ClockJump {
         /// The node.
@@ -112,6 +127,7 @@ impl<N> Fault<N> {
             | Fault::Loss { at_ns, .. }
             | Fault::Duplicate { at_ns, .. }
             | Fault::Reorder { at_ns, .. }
+            | Fault::Slow { at_ns, .. }
             | Fault::ClockJump { at_ns, .. }
             | Fault::ClockDrift { at_ns, .. } => *at_ns,
         }
@@ -126,6 +142,7 @@ impl<N> Fault<N> {
             Fault::Loss { .. } => "loss",
             Fault::Duplicate { .. } => "duplicate",
             Fault::Reorder { .. } => "reorder",
+            Fault::Slow { .. } => "slow",
             Fault::ClockJump { .. } => "clock_jump",
             Fault::ClockDrift { .. } => "clock_drift",
         }
@@ -144,6 +161,10 @@ impl<N> Fault<N> {
             Fault::Duplicate { probability, at_ns, until_ns } => Fault::Duplicate { probability, at_ns, until_ns },
             Fault::Reorder { probability, delay_max_ns, at_ns, until_ns } => {
                 Fault::Reorder { probability, delay_max_ns, at_ns, until_ns }
+            }
+            Fault::Slow { nodes, delay_max_ns, at_ns, until_ns } => {
+                let nodes = nodes.into_iter().map(rename).collect::<Result<_, _>>()?;
+                Fault::Slow { nodes, delay_max_ns, at_ns, until_ns }
             }
             Fault::ClockJump { node, at_ns, delta_ns } => Fault::ClockJump { node: rename(node)?, at_ns, delta_ns },
             Fault::ClockDrift { node, at_ns, drift_ppm } => Fault::ClockDrift { node: rename(node)?, at_ns, drift_ppm },
@@ -165,6 +186,10 @@ impl From<Fault> for FaultSpec {
 pub struct FaultPlan {
     /// Draw a random plan from the seed (added to `faults`).
     pub random: bool,
+    /// Draw slow-network periods from the seed (added to `faults`; `--faults random-slow` sets
+    /// both this and `random`). They come from a random stream of their own, so a seed's
+    /// `random` faults are the same with or without them.
+    pub random_slow: bool,
     /// Scheduled faults, as written (see [`FaultPlan::resolve`]).
     pub faults: Vec<FaultSpec>,
     /// Time by which every fault has healed; progress is required after it. Defaults to 60% of
@@ -203,7 +228,8 @@ impl FaultPlan {
 
     /// The time after which the run must make progress again.
     pub fn heal_ns(&self, duration_ns: u64) -> u64 {
-        self.heal_ns.unwrap_or(if self.random || !self.faults.is_empty() { duration_ns * 6 / 10 } else { 0 })
+        let faulty = self.random || self.random_slow || !self.faults.is_empty();
+        self.heal_ns.unwrap_or(if faulty { duration_ns * 6 / 10 } else { 0 })
     }
 
     /// Draws faults from `rng` for the nodes in `scope`, all healed by the plan's heal time.
@@ -217,6 +243,28 @@ impl FaultPlan {
         draw_clocks(rng, scope, heal_ns, &mut faults);
         // Drawn last, so a seed's replica and network faults stay those of a plan without them.
         draw_extra_role_faults(rng, scope, heal_ns, &mut faults);
+        faults.sort_by_key(Fault::at_ns);
+        faults
+    }
+
+    /// Draws 1–3 slow-network periods from `rng`, all healed by the plan's heal time: each
+    /// slows every link, or the links of one replica, by up to 0.2–2 ms per message for up to a
+    /// quarter of the healing window. Slow and jittery enough that a protocol timing its steps
+    /// to the network (Chora's rounds, heartbeats, timeouts) sees it, never a loss.
+    pub fn draw_slow_periods(&self, rng: &mut ChaCha8Rng, scope: &RandomPlanScope) -> Vec<Fault> {
+        let heal_ns = self.heal_ns(scope.duration_ns);
+        let mut faults = Vec::new();
+        for _ in 0..rng.random_range(1..=3) {
+            let (at_ns, until_ns) = window(rng, heal_ns, heal_ns / 4);
+            let delay_max_ns = rng.random_range(200_000..=2_000_000);
+            let nodes = if rng.random_bool(0.5) {
+                Vec::new()
+            } else {
+                let shard = &scope.shards[rng.random_range(0..scope.shards.len())];
+                vec![shard[rng.random_range(0..shard.len())]]
+            };
+            faults.push(Fault::Slow { nodes, delay_max_ns, at_ns, until_ns });
+        }
         faults.sort_by_key(Fault::at_ns);
         faults
     }
@@ -428,6 +476,80 @@ mod tests {
             }
         }
         assert_eq!(hash, 0x0ce6_32ca_ec83_9762, "the plans of recovering protocols moved");
+    }
+
+    #[test]
+    fn slow_periods_heal_in_time_and_slow_every_link_or_one_replicas() {
+        // Goal: the slow-network periods of `--faults random-slow` keep the random plans'
+        // contract (every fault heals before heal time) and cover both shapes they promise (every
+        // link; one replica's links) with delays in the stated range; a seed's `random` faults are
+        // not drawn from the same stream, so they cannot move. Method: 300 seeds' periods for two
+        // shards; check counts, windows, delays and nodes; count the shapes.
+        let shards: Vec<Vec<u32>> = SHARDS.iter().map(|shard| shard.to_vec()).collect();
+        let scope = RandomPlanScope {
+            shards: &shards,
+            all_nodes: &[],
+            f: 1,
+            crash_model: CrashModel::Recover,
+            duration_ns: 2_000_000_000,
+            extra_roles: &[],
+        };
+        let plan = FaultPlan { random: true, random_slow: true, ..FaultPlan::default() };
+        let (mut everywhere, mut one_replica) = (0, 0);
+        for seed in 1..=300 {
+            let periods = plan.draw_slow_periods(&mut ChaCha8Rng::seed_from_u64(seed), &scope);
+            assert!((1..=3).contains(&periods.len()), "seed {seed}: {} periods", periods.len());
+            for period in periods {
+                let Fault::Slow { nodes, delay_max_ns, at_ns, until_ns } = period else {
+                    panic!("seed {seed}: only slow periods, got {period:?}");
+                };
+                assert!(at_ns < until_ns && until_ns <= 1_200_000_000, "seed {seed}: heals before heal time");
+                assert!((200_000..=2_000_000).contains(&delay_max_ns), "seed {seed}: {delay_max_ns} ns");
+                match nodes.as_slice() {
+                    [] => everywhere += 1,
+                    [node] => {
+                        assert!(shards.iter().flatten().any(|replica| replica == node), "seed {seed}: a replica");
+                        one_replica += 1;
+                    }
+                    _ => panic!("seed {seed}: at most one node, got {nodes:?}"),
+                }
+            }
+        }
+        assert!(everywhere > 100 && one_replica > 100, "both shapes: {everywhere} and {one_replica}");
+        assert_eq!(plan.heal_ns(1_000), 600, "slow periods alone also set a heal time");
+        let only_slow = FaultPlan { random_slow: true, ..FaultPlan::default() };
+        assert_eq!(only_slow.heal_ns(1_000), 600, "without `random` too");
+    }
+
+    #[test]
+    fn a_slow_period_reads_from_a_plan_with_or_without_nodes() {
+        // Goal: a hand-written plan can slow every link (no `nodes`) or named nodes' links.
+        // Method: parse both forms and resolve them.
+        let plan: FaultPlan = toml::from_str(
+            r#"
+            [[faults]]
+            kind = "slow"
+            delay_max_ns = 500000
+            at_ns = 10
+            until_ns = 20
+            [[faults]]
+            kind = "slow"
+            nodes = ["replica:1", 4]
+            delay_max_ns = 100
+            at_ns = 30
+            until_ns = 40
+            "#,
+        )
+        .expect("the plan parses");
+        let resolved = plan.resolve(&topology()).expect("every reference exists");
+        assert_eq!(
+            resolved,
+            vec![
+                Fault::Slow { nodes: vec![], delay_max_ns: 500_000, at_ns: 10, until_ns: 20 },
+                Fault::Slow { nodes: vec![1, 4], delay_max_ns: 100, at_ns: 30, until_ns: 40 },
+            ]
+        );
+        assert_eq!(resolved[1].name(), "slow");
     }
 
     /// Two shards of 3 replicas (ids 0–5), 3 proxies (6–8), a sequencer (9) and 2 clients (10, 11).
