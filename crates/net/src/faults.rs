@@ -1,6 +1,6 @@
 //! The transport's fault shim, driven by the simulator's [`FaultPlan`] type. Times in the plan
 //! count from the process's start. Network faults (partition, loss, duplication, reordering
-//! delay) apply to each outgoing datagram; node faults (crash, pause, clock jump and drift)
+//! and slow-period delays) apply to each outgoing datagram; node faults (crash, pause, clock jump and drift)
 //! apply to the nodes this process hosts. A plan that names nodes by role (`node = "replica:0"`)
 //! is resolved against the cluster's topology when the shim is built.
 
@@ -71,7 +71,11 @@ impl FaultShim {
         self.faults.iter().any(|fault| {
             matches!(
                 fault,
-                Fault::Partition { .. } | Fault::Loss { .. } | Fault::Duplicate { .. } | Fault::Reorder { .. }
+                Fault::Partition { .. }
+                    | Fault::Loss { .. }
+                    | Fault::Duplicate { .. }
+                    | Fault::Reorder { .. }
+                    | Fault::Slow { .. }
             )
         })
     }
@@ -100,6 +104,14 @@ impl FaultShim {
                         && self.rng.random_bool(probability.clamp(0.0, 1.0)) =>
                 {
                     delay_ns = delay_ns.max(self.rng.random_range(0..(*delay_max_ns).max(1)));
+                }
+                // Over UDP a delayed datagram may overtake later ones: the runtime's slow period
+                // delays each datagram alone, it does not keep the simulator's link order.
+                Fault::Slow { nodes, delay_max_ns, at_ns, until_ns }
+                    if (*at_ns..*until_ns).contains(&elapsed_ns)
+                        && (nodes.is_empty() || nodes.contains(&from) || nodes.contains(&to)) =>
+                {
+                    delay_ns = delay_ns.max(self.rng.random_range(0..=*delay_max_ns));
                 }
                 _ => {}
             }
