@@ -197,6 +197,27 @@ mod tests {
     }
 
     #[test]
+    fn a_slow_period_delays_only_the_links_it_covers_while_it_lasts() {
+        // Goal: the runtime applies a slow period as the simulator does: a delay up to
+        // `delay_max_ns` on every datagram to or from the named node, none elsewhere or after.
+        // Method: a slow period on replica 0's links from 0 to 100 ns; decide many datagrams.
+        let slow = Fault::Slow { nodes: vec![0.into()], delay_max_ns: 1_000, at_ns: 0, until_ns: 100 };
+        let plan = FaultPlan { faults: vec![slow], ..Default::default() };
+        let mut shim = FaultShim::new(&plan, &topology(), 1).expect("the plan fits the cluster");
+        assert!(shim.has_network_faults());
+        let delays: Vec<u64> = (0..1_000)
+            .map(|i| match shim.decide(50, i % 2, 1 - i % 2) {
+                Verdict::Send { copies: 1, delay_ns } => delay_ns,
+                verdict => panic!("a slow period neither drops nor copies: {verdict:?}"),
+            })
+            .collect();
+        assert!(delays.iter().all(|&delay| delay <= 1_000), "{delays:?}");
+        assert!(delays.iter().filter(|&&delay| delay > 500).count() > 300, "delays spread up to the maximum");
+        assert_eq!(shim.decide(50, 1, 2), Verdict::Send { copies: 1, delay_ns: 0 }, "another link");
+        assert_eq!(shim.decide(150, 0, 1), Verdict::Send { copies: 1, delay_ns: 0 }, "after the period");
+    }
+
+    #[test]
     fn a_plan_naming_nodes_by_role_resolves_against_the_clusters_topology() {
         // Goal: the runtime reads role references the simulator's way, and refuses one the
         // cluster lacks before it runs. Method: a cluster-file fault table naming `replica:1`
