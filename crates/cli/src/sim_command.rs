@@ -39,7 +39,7 @@ pub struct SimArgs {
     /// A seed search: `1..300` runs seeds 1 to 300 and stops at the first violation.
     #[arg(long, value_parser = parse::seed_range)]
     seeds: Option<std::ops::RangeInclusive<u64>>,
-    /// none, random, or a fault-plan TOML file.
+    /// none, random, random-slow (random plus slow-network periods), or a fault-plan TOML file.
     #[arg(long, default_value = "none")]
     faults: String,
     /// lan, or a latency-matrix TOML file (examples/latency/).
@@ -81,6 +81,10 @@ pub struct SimArgs {
     /// Print one JSON object instead of a table.
     #[arg(long)]
     json: bool,
+    /// A node event to sum over a seed search (repeatable), e.g. --tally switch_to_responsive:
+    /// the summary gives its total over every node and seed, and how many seeds saw it.
+    #[arg(long)]
+    tally: Vec<String>,
     /// Worker threads of a seed search (default: the number of cores).
     #[arg(long)]
     jobs: Option<usize>,
@@ -143,6 +147,7 @@ fn build_config(args: &SimArgs, seeds_mode: bool) -> Result<SimConfig, String> {
     config.faults = match args.faults.as_str() {
         "none" => config.faults,
         "random" => FaultPlan { random: true, ..config.faults },
+        "random-slow" => FaultPlan { random: true, random_slow: true, ..config.faults },
         path => {
             let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read fault plan {path}: {e}"))?;
             toml::from_str(&text).map_err(|e| format!("fault plan {path}: {e}"))?
@@ -277,11 +282,16 @@ struct Campaign {
     setup_error: Mutex<Option<String>>,
     passed: AtomicU64,
     crash_by_role: Mutex<std::collections::BTreeMap<String, u64>>,
+    /// Faults injected, by kind, over every seed.
+    fault_counts: Mutex<std::collections::BTreeMap<String, u64>>,
+    /// Each `--tally` event: its total over every node and seed, and the seeds that saw it.
+    tallies: Mutex<std::collections::BTreeMap<String, (u64, u64)>>,
 }
 
 impl Campaign {
     /// One worker: runs the next untried seed until the range is spent or the search stops.
-    fn work(&self, protocol: &str, config: &SimConfig, last_seed: u64) {
+    fn work(&self, args: &SimArgs, config: &SimConfig, last_seed: u64) {
+        let protocol = &args.protocol;
         while !self.stop.load(Ordering::SeqCst) {
             let seed = self.next.fetch_add(1, Ordering::SeqCst);
             if seed > last_seed {
@@ -292,8 +302,27 @@ impl Campaign {
                     *self.setup_error.lock().expect("lock") = Some(error);
                     self.stop.store(true, Ordering::SeqCst);
                 }
-                Ok(run) => self.record(seed, &run.report),
+                Ok(run) => {
+                    self.count(&args.tally, &run.report);
+                    self.record(seed, &run.report);
+                }
             }
+        }
+    }
+
+    /// Adds one finished run's faults by kind and its `--tally` events to the campaign's sums.
+    fn count(&self, tally: &[String], report: &SimReport) {
+        let mut faults = self.fault_counts.lock().expect("lock");
+        for (kind, count) in &report.faults.counts {
+            *faults.entry(kind.clone()).or_default() += count;
+        }
+        drop(faults);
+        let mut tallies = self.tallies.lock().expect("lock");
+        for event in tally {
+            let total: u64 = report.nodes.iter().filter_map(|node| node.events.get(event)).sum();
+            let (sum, seeds) = tallies.entry(event.clone()).or_default();
+            *sum += total;
+            *seeds += u64::from(total > 0);
         }
     }
 
@@ -333,6 +362,14 @@ impl Campaign {
             let tally: Vec<String> = crashes.iter().map(|(role, count)| format!("{role} {count}")).collect();
             println!("crashes by role: {}", tally.join(", "));
         }
+        let faults = self.fault_counts.into_inner().expect("lock");
+        if !faults.is_empty() {
+            let tally: Vec<String> = faults.iter().map(|(kind, count)| format!("{kind} {count}")).collect();
+            println!("faults by kind: {}", tally.join(", "));
+        }
+        for (event, (total, seeds)) in self.tallies.into_inner().expect("lock") {
+            println!("tally {event}: {total} over every node, in {seeds} of the seeds run");
+        }
         let unknown = match inconclusive.as_slice() {
             [] => String::new(),
             seeds => format!("{} inconclusive (seeds {seeds:?}), ", seeds.len()),
@@ -370,7 +407,7 @@ fn search(args: &SimArgs, config: SimConfig, seeds: std::ops::RangeInclusive<u64
     let campaign = Campaign { next: AtomicU64::new(*seeds.start()), ..Campaign::default() };
     std::thread::scope(|scope| {
         for _ in 0..jobs {
-            scope.spawn(|| campaign.work(&args.protocol, &config, *seeds.end()));
+            scope.spawn(|| campaign.work(args, &config, *seeds.end()));
         }
     });
     campaign.conclude(args, &config)

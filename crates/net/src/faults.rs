@@ -1,6 +1,6 @@
 //! The transport's fault shim, driven by the simulator's [`FaultPlan`] type. Times in the plan
 //! count from the process's start. Network faults (partition, loss, duplication, reordering
-//! delay) apply to each outgoing datagram; node faults (crash, pause, clock jump and drift)
+//! and slow-period delays) apply to each outgoing datagram; node faults (crash, pause, clock jump and drift)
 //! apply to the nodes this process hosts. A plan that names nodes by role (`node = "replica:0"`)
 //! is resolved against the cluster's topology when the shim is built.
 
@@ -71,7 +71,11 @@ impl FaultShim {
         self.faults.iter().any(|fault| {
             matches!(
                 fault,
-                Fault::Partition { .. } | Fault::Loss { .. } | Fault::Duplicate { .. } | Fault::Reorder { .. }
+                Fault::Partition { .. }
+                    | Fault::Loss { .. }
+                    | Fault::Duplicate { .. }
+                    | Fault::Reorder { .. }
+                    | Fault::Slow { .. }
             )
         })
     }
@@ -100,6 +104,14 @@ impl FaultShim {
                         && self.rng.random_bool(probability.clamp(0.0, 1.0)) =>
                 {
                     delay_ns = delay_ns.max(self.rng.random_range(0..(*delay_max_ns).max(1)));
+                }
+                // Over UDP a delayed datagram may overtake later ones: the runtime's slow period
+                // delays each datagram alone, it does not keep the simulator's link order.
+                Fault::Slow { nodes, delay_max_ns, at_ns, until_ns }
+                    if (*at_ns..*until_ns).contains(&elapsed_ns)
+                        && (nodes.is_empty() || nodes.contains(&from) || nodes.contains(&to)) =>
+                {
+                    delay_ns = delay_ns.max(self.rng.random_range(0..=*delay_max_ns));
                 }
                 _ => {}
             }
@@ -182,6 +194,27 @@ mod tests {
         assert!(shim.due_node_faults(10, 1).is_empty());
         assert_eq!(shim.due_node_faults(60, 1), vec![NodeFault::ClockJump(-7)]);
         assert!(shim.due_node_faults(70, 1).is_empty());
+    }
+
+    #[test]
+    fn a_slow_period_delays_only_the_links_it_covers_while_it_lasts() {
+        // Goal: the runtime applies a slow period as the simulator does: a delay up to
+        // `delay_max_ns` on every datagram to or from the named node, none elsewhere or after.
+        // Method: a slow period on replica 0's links from 0 to 100 ns; decide many datagrams.
+        let slow = Fault::Slow { nodes: vec![0.into()], delay_max_ns: 1_000, at_ns: 0, until_ns: 100 };
+        let plan = FaultPlan { faults: vec![slow], ..Default::default() };
+        let mut shim = FaultShim::new(&plan, &topology(), 1).expect("the plan fits the cluster");
+        assert!(shim.has_network_faults());
+        let delays: Vec<u64> = (0..1_000)
+            .map(|i| match shim.decide(50, i % 2, 1 - i % 2) {
+                Verdict::Send { copies: 1, delay_ns } => delay_ns,
+                verdict => panic!("a slow period neither drops nor copies: {verdict:?}"),
+            })
+            .collect();
+        assert!(delays.iter().all(|&delay| delay <= 1_000), "{delays:?}");
+        assert!(delays.iter().filter(|&&delay| delay > 500).count() > 300, "delays spread up to the maximum");
+        assert_eq!(shim.decide(50, 1, 2), Verdict::Send { copies: 1, delay_ns: 0 }, "another link");
+        assert_eq!(shim.decide(150, 0, 1), Verdict::Send { copies: 1, delay_ns: 0 }, "after the period");
     }
 
     #[test]

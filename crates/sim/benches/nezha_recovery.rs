@@ -56,7 +56,12 @@ fn config(protocol_options: &str, offered_ops: f64) -> SimConfig {
         clients: CLIENTS,
         duration_ns: DURATION_NS,
         workload,
-        faults: FaultPlan { random: false, faults: vec![crash], heal_ns: Some(RESTART_NS + 100 * MS) },
+        faults: FaultPlan {
+            random: false,
+            random_slow: false,
+            faults: vec![crash],
+            heal_ns: Some(RESTART_NS + 100 * MS),
+        },
         check_linearizability: true,
         protocol: toml::from_str(protocol_options).expect("options parse"),
         ..SimConfig::default()

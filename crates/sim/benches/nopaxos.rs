@@ -72,6 +72,7 @@ fn config(row: &Row, replicas: usize, clients: usize, loss: f64) -> SimConfig {
         // Every packet, for the whole run; progress is required throughout.
         config.faults = FaultPlan {
             random: false,
+            random_slow: false,
             faults: vec![Fault::Loss { probability: loss, at_ns: 0, until_ns: DURATION_NS }],
             heal_ns: Some(0),
         };

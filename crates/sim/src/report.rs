@@ -92,6 +92,8 @@ pub struct NetworkReport {
     pub duplicated: u64,
     /// Messages delayed past a later message of their link by a reorder fault.
     pub reordered: u64,
+    /// Messages given an extra delay by a slow period.
+    pub slowed: u64,
     /// Messages delivered after a message sent later on the same link (zero unless a fault plan
     /// reorders: links are FIFO).
     pub delivered_out_of_order: u64,

@@ -1,9 +1,9 @@
 //! Chora in the simulator: its canary (and Mencius') is caught, responsive mode and adaptive switching
-//! survive random faults, and a jittery network makes adaptive replicas switch modes.
+//! survive random faults, and a slow network makes adaptive replicas switch modes.
 
 use ordo_core::Protocol;
 use ordo_protocols::{ProtocolVisitor, with_protocol};
-use ordo_sim::{FaultPlan, SimConfig, SimReport, Violation};
+use ordo_sim::{Fault, FaultPlan, SimConfig, SimReport, Violation};
 
 struct Run(SimConfig);
 
@@ -58,5 +58,74 @@ fn responsive_and_adaptive_modes_survive_random_faults() {
             assert!(report.violation().is_none(), "mode {mode} seed {seed}: {:?}", report.violation());
             assert!(report.committed > 0);
         }
+    }
+}
+
+/// Each replica's mode switches in a run: (to responsive, to pulsing).
+fn switches(report: &SimReport) -> Vec<(u64, u64)> {
+    let count = |events: &std::collections::BTreeMap<String, u64>, name: &str| events.get(name).copied().unwrap_or(0);
+    let replicas = report.nodes.iter().filter(|node| node.role == "replica");
+    replicas
+        .map(|node| (count(&node.events, "switch_to_responsive"), count(&node.events, "switch_to_pulsing")))
+        .collect()
+}
+
+fn adaptive() -> [(&'static str, toml::Value); 1] {
+    [("mode", toml::Value::String("adaptive".into()))]
+}
+
+#[test]
+fn adaptive_replicas_switch_both_ways_under_random_slow_network_plans() {
+    // Goal: the slow-network periods of `--faults random-slow` (spec §12 scenario 11, drawn
+    // from the seed) make adaptive replicas leave pulsing mode and come back, and the switching
+    // stays safe and live among all the other random faults. Method: three seeds of the CI
+    // configuration with `random_slow`; every run passes every check, each has slow periods,
+    // and over its replicas it switches at least once each way.
+    for seed in 1..=3 {
+        let mut config = fault_config(seed, &adaptive());
+        config.faults.random_slow = true;
+        let report = with_protocol("chora", Run(config)).unwrap();
+        assert!(report.violation().is_none(), "seed {seed}: {:?}", report.violation());
+        assert_eq!(report.linearizable, Some(true), "seed {seed}: checked and linearizable");
+        assert!(report.faults.counts.get("slow").is_some_and(|&n| n > 0), "seed {seed}: {:?}", report.faults);
+        assert!(report.network.slowed > 0, "seed {seed}: {:?}", report.network);
+        let switches = switches(&report);
+        let to_responsive: u64 = switches.iter().map(|s| s.0).sum();
+        let to_pulsing: u64 = switches.iter().map(|s| s.1).sum();
+        assert!(to_responsive >= 1 && to_pulsing >= 1, "seed {seed}: {switches:?}");
+    }
+}
+
+#[test]
+fn a_slow_period_sends_adaptive_replicas_responsive_and_its_end_brings_them_back() {
+    // Goal: the switches come from the slow network, not from chance: during a slow period
+    // every adaptive replica is responsive, while a calm run at the same moment is pulsing, and
+    // after the period they are all pulsing again. Method: one slow period (every link, up to
+    // 1 ms per message) from 100 to 300 ms, no other fault; runs cut at 290 ms (inside the
+    // period) and at 600 ms (after it), and a calm run cut at 290 ms; read each replica's mode
+    // from its status line and its switch counts.
+    let slow = Fault::Slow { nodes: vec![], delay_max_ns: 1_000_000, at_ns: 100_000_000, until_ns: 300_000_000 };
+    let run = |faults: Vec<Fault>, duration_ns: u64| {
+        let mut config = fault_config(1, &adaptive());
+        config.faults = FaultPlan { faults: faults.into_iter().map(Into::into).collect(), ..FaultPlan::default() };
+        // Progress is required from 200 ms on: slow, the network still carries every message.
+        config.faults.heal_ns = Some(200_000_000);
+        config.duration_ns = duration_ns;
+        let report = with_protocol("chora", Run(config)).unwrap();
+        assert!(report.violation().is_none(), "{duration_ns} ns: {:?}", report.violation());
+        report
+    };
+    let modes = |report: &SimReport| -> Vec<bool> {
+        let replicas = report.nodes.iter().filter(|node| node.role == "replica");
+        replicas.map(|node| node.status.contains("responsive")).collect()
+    };
+    let calm = run(vec![], 290_000_000);
+    assert_eq!(modes(&calm), [false; 3], "calm replicas pulse: {:?}", switches(&calm));
+    let during = run(vec![slow.clone()], 290_000_000);
+    assert_eq!(modes(&during), [true; 3], "slow replicas respond: {:?}", switches(&during));
+    let after = run(vec![slow], 600_000_000);
+    assert_eq!(modes(&after), [false; 3], "and pulse again after: {:?}", switches(&after));
+    for (to_responsive, to_pulsing) in switches(&after) {
+        assert!(to_responsive >= 1 && to_pulsing >= 1, "{:?}", switches(&after));
     }
 }

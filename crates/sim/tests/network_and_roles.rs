@@ -54,6 +54,39 @@ fn a_reorder_fault_reorders_links() {
 }
 
 #[test]
+fn a_slow_fault_delays_the_links_it_names_and_keeps_them_in_order() {
+    // Goal: a slow period adds delay, only on the links of the nodes it names (every link when
+    // it names none), without reordering any link, and only while it lasts. Method: Multi-Paxos
+    // with clients for 200 ms; slow periods (up to 1 ms per message) over the middle 100 ms:
+    // on every link, then on one client's links only; compare latency and counts with a run
+    // without faults.
+    let slow =
+        |nodes: Vec<u32>| Fault::Slow { nodes, delay_max_ns: 1_000_000, at_ns: 50_000_000, until_ns: 150_000_000 };
+    let run = |faults: Vec<Fault>| {
+        let plan = FaultPlan { faults: faults.into_iter().map(Into::into).collect(), ..FaultPlan::default() };
+        with_protocol("multipaxos", Run(config(7, plan))).expect("registered")
+    };
+    let calm = run(vec![]);
+    let everywhere = run(vec![slow(vec![])]);
+    assert_eq!(calm.network.slowed, 0, "no slow period, no slowed message");
+    assert!(everywhere.network.slowed > 1_000, "every link was slow: {:?}", everywhere.network);
+    assert!(everywhere.network.slowed < everywhere.network.sent / 2, "only while the period lasted");
+    assert_eq!(everywhere.network.delivered_out_of_order, 0, "slow links stay FIFO");
+    assert!(
+        everywhere.latency_ms.p99 > 2.0 * calm.latency_ms.p99,
+        "{:?} vs {:?}",
+        everywhere.latency_ms,
+        calm.latency_ms
+    );
+    // The last client (the highest node id): only its requests and replies are slowed.
+    let client = everywhere.nodes.iter().filter(|node| node.role == "client").map(|node| node.id).max();
+    let one_client = run(vec![slow(vec![client.expect("the run has clients")])]);
+    assert!(one_client.network.slowed > 10, "its links were slow: {:?}", one_client.network);
+    assert!(one_client.network.slowed * 10 < everywhere.network.slowed, "and no others");
+    assert_eq!(one_client.network.delivered_out_of_order, 0);
+}
+
+#[test]
 fn random_plans_crash_proxies_as_well_as_replicas() {
     // Goal: random fault plans fail every role the protocol gives a failure budget (Nezha's
     // stateless proxies: any number), not only replicas; the report counts crashes by role.

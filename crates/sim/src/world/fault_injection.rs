@@ -8,8 +8,8 @@ impl<P: Protocol> World<P> {
     /// cluster lacks is a configuration error), draws the random plan and schedules every fault.
     pub(super) fn plan_faults(&mut self) -> Result<(), String> {
         let mut faults = self.config.faults.resolve(&self.topology)?;
+        let shards: Vec<Vec<u32>> = self.topology.shards.iter().map(|s| s.iter().map(|n| n.0).collect()).collect();
         if self.config.faults.random {
-            let shards: Vec<Vec<u32>> = self.topology.shards.iter().map(|s| s.iter().map(|n| n.0).collect()).collect();
             let all_nodes: Vec<u32> = self.topology.nodes.iter().map(|n| n.id.0).collect();
             let extra_roles = self.extra_role_budgets();
             let scope = RandomPlanScope {
@@ -26,6 +26,20 @@ impl<P: Protocol> World<P> {
             // The durable-write latency is part of the world drawn from the seed, so that crashes
             // land between a write and the sends that wait for it.
             self.config.persist_ns = [0, 5_000, 50_000][rng.random_range(0..3)];
+        }
+        if self.config.faults.random_slow {
+            let scope = RandomPlanScope {
+                shards: &shards,
+                all_nodes: &[],
+                f: self.config.f(),
+                crash_model: P::crash_model(),
+                duration_ns: self.config.duration_ns,
+                extra_roles: &[],
+            };
+            // A stream of its own: the seed's other faults and its write latency stay those of
+            // `random` alone, so a failure here can be compared with the same seed without them.
+            let slow = self.config.faults.draw_slow_periods(&mut stream(self.config.seed, 5), &scope);
+            faults.extend(slow);
         }
         for (index, fault) in faults.iter().enumerate() {
             *self.outcome.fault_counts.entry(fault.name().to_string()).or_default() += 1;
@@ -95,6 +109,15 @@ impl<P: Protocol> World<P> {
                 self.network_faults.reorder.push((index, probability.clamp(0.0, 1.0), delay_max_ns.max(1)));
                 self.schedule(until_ns, Event::Heal(index));
             }
+            Fault::Slow { nodes, delay_max_ns, until_ns, .. } => {
+                let mask = (!nodes.is_empty()).then(|| {
+                    let mut mask = vec![false; node_count];
+                    nodes.iter().filter(|&&n| (n as usize) < node_count).for_each(|&n| mask[n as usize] = true);
+                    mask
+                });
+                self.network_faults.slow.push((index, mask, delay_max_ns));
+                self.schedule(until_ns, Event::Heal(index));
+            }
             Fault::ClockJump { node, delta_ns, .. } => {
                 if let Some(slot) = self.nodes.get_mut(node as usize) {
                     slot.clock.jump(delta_ns);
@@ -122,6 +145,7 @@ impl<P: Protocol> World<P> {
         faults.loss.retain(|(i, _)| *i != index);
         faults.duplicate.retain(|(i, _)| *i != index);
         faults.reorder.retain(|(i, _, _)| *i != index);
+        faults.slow.retain(|(i, _, _)| *i != index);
     }
 
     /// Whether crashing `id` now would leave more nodes of its role down than the protocol's

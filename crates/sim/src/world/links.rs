@@ -1,5 +1,5 @@
 //! The network: FIFO links with a delay and jitter per message, and the network faults
-//! (partitions, loss, duplication, reordering) that fault events switch on and off.
+//! (partitions, loss, duplication, reordering, slow periods) that fault events switch on and off.
 
 use super::*;
 
@@ -52,6 +52,9 @@ pub(crate) struct NetworkFaults {
     pub(super) loss: Vec<(usize, f64)>,
     pub(super) duplicate: Vec<(usize, f64)>,
     pub(super) reorder: Vec<(usize, f64, u64)>,
+    /// Slow periods: fault index, the nodes whose links are slow (by node index; `None`: every
+    /// link) and the largest extra delay.
+    pub(super) slow: Vec<(usize, Option<Vec<bool>>, u64)>,
 }
 
 impl<P: Protocol> World<P> {
@@ -119,6 +122,7 @@ impl<P: Protocol> World<P> {
             let jitter = self.jitter.as_ref().map_or(0.0, |j| j.sample(&mut self.network_rng)) as u64;
             (self.config.latency.base_ns(sites.0, sites.1), jitter)
         };
+        let slow = self.slow_delay_ns(from, to);
         let mut extra = 0;
         for &(_, probability, delay_max_ns) in &self.network_faults.reorder {
             if self.network_rng.random_bool(probability) {
@@ -126,7 +130,7 @@ impl<P: Protocol> World<P> {
             }
         }
         let link = self.links.get(from, to);
-        let in_order = (depart_ns + base + jitter).max(link.last_arrival_ns);
+        let in_order = (depart_ns + base + jitter + slow).max(link.last_arrival_ns);
         if extra > 0 {
             // Delayed past its successors: the one way a link reorders.
             self.outcome.network.reordered += 1;
@@ -134,5 +138,22 @@ impl<P: Protocol> World<P> {
         }
         link.last_arrival_ns = in_order;
         in_order
+    }
+
+    /// The extra delay of the slow periods on the link from `from` to `to`: the largest of one
+    /// uniform draw per period that covers the link. Draws nothing when no period is on, so a
+    /// plan without slow periods consumes the network's randomness as before they existed.
+    fn slow_delay_ns(&mut self, from: NodeId, to: NodeId) -> u64 {
+        let mut slow = 0;
+        for (_, nodes, delay_max_ns) in &self.network_faults.slow {
+            let covered = nodes.as_ref().is_none_or(|mask| mask[from.index()] || mask[to.index()]);
+            if covered {
+                slow = slow.max(self.network_rng.random_range(0..=*delay_max_ns));
+            }
+        }
+        if slow > 0 {
+            self.outcome.network.slowed += 1;
+        }
+        slow
     }
 }
