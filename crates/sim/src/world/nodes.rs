@@ -38,7 +38,10 @@ pub(crate) struct NodeSlot<P: Protocol> {
     pub(super) busy_until: u64,
     pub(super) paused_until: u64,
     pub(super) wake_pending: bool,
+    /// Inputs waiting for the CPU: the first `inbox_urgent` are urgent messages
+    /// (`Protocol::is_urgent`), served first in arrival order; the rest in arrival order.
     pub(super) inbox: VecDeque<Input<P>>,
+    pub(super) inbox_urgent: usize,
     /// The node's disk: what a restart reads back.
     pub(super) durable: Vec<P::Durable>,
     /// Writes issued and not yet durable, in ticket order.
@@ -57,6 +60,33 @@ impl<P: Protocol> NodeSlot<P> {
     /// True while the node runs.
     pub fn is_up(&self) -> bool {
         self.runner.is_up()
+    }
+
+    /// Queues an input for the CPU: an urgent message after the urgent ones already queued and
+    /// before every other input, anything else at the back.
+    pub(super) fn enqueue(&mut self, input: Input<P>) {
+        let urgent = matches!(&input, Input::Message { message, .. } if P::is_urgent(message));
+        if urgent {
+            self.inbox.insert(self.inbox_urgent, input);
+            self.inbox_urgent += 1;
+        } else {
+            self.inbox.push_back(input);
+        }
+        assert!(self.inbox_urgent <= self.inbox.len(), "urgent inputs are queued inputs");
+    }
+
+    /// The next input for the CPU.
+    pub(super) fn dequeue(&mut self) -> Option<Input<P>> {
+        let input = self.inbox.pop_front()?;
+        self.inbox_urgent = self.inbox_urgent.saturating_sub(1);
+        assert!(self.inbox_urgent <= self.inbox.len(), "urgent inputs are queued inputs");
+        Some(input)
+    }
+
+    /// Forgets every queued input (a crash).
+    pub(super) fn clear_inbox(&mut self) {
+        self.inbox.clear();
+        self.inbox_urgent = 0;
     }
 }
 
@@ -86,6 +116,7 @@ impl<P: Protocol> World<P> {
                 paused_until: 0,
                 wake_pending: false,
                 inbox: VecDeque::new(),
+                inbox_urgent: 0,
                 durable: Vec::new(),
                 pending_writes: VecDeque::new(),
                 durable_count: 0,
@@ -140,7 +171,7 @@ impl<P: Protocol> World<P> {
             slot.traffic.queue_drops += 1;
             return;
         }
-        slot.inbox.push_back(input);
+        slot.enqueue(input);
         slot.traffic.queue_len_max = slot.traffic.queue_len_max.max(slot.inbox.len());
         if !slot.wake_pending {
             slot.wake_pending = true;
@@ -163,7 +194,7 @@ impl<P: Protocol> World<P> {
             self.schedule(at, Event::Wake { node: id, incarnation });
             return;
         }
-        if let Some(input) = slot.inbox.pop_front() {
+        if let Some(input) = slot.dequeue() {
             self.process(id, input);
         }
     }
