@@ -150,7 +150,6 @@ fn table_latency(curve: &[usize]) {
             of("nopaxos end-host") / throughput
         );
     }
-
 }
 
 fn table_drops(saturating_lossy: &[usize]) {
@@ -170,7 +169,6 @@ fn table_drops(saturating_lossy: &[usize]) {
             points[2] / points[0]
         );
     }
-
 }
 
 fn table_replicas(saturating: &[usize]) {
