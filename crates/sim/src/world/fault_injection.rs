@@ -156,7 +156,7 @@ impl<P: Protocol> World<P> {
         *self.outcome.crash_by_role.entry(role).or_default() += 1;
         slot.traffic.crashes += 1;
         slot.incarnation += 1;
-        slot.clear_inbox();
+        slot.inbox.clear();
         slot.pending_writes.clear();
         slot.wake_pending = false;
         slot.busy_until = 0;

@@ -1,6 +1,7 @@
 //! Nodes and their CPU: each node's runner, clock, CPU queue and disk; handing inputs to
 //! the runner and performing its actions with the CPU cost model.
 
+use super::inbox::Inbox;
 use super::*;
 
 /// A write issued but not yet durable.
@@ -38,10 +39,8 @@ pub(crate) struct NodeSlot<P: Protocol> {
     pub(super) busy_until: u64,
     pub(super) paused_until: u64,
     pub(super) wake_pending: bool,
-    /// Inputs waiting for the CPU: the first `inbox_urgent` are urgent messages
-    /// (`Protocol::is_urgent`), served first in arrival order; the rest in arrival order.
-    pub(super) inbox: VecDeque<Input<P>>,
-    pub(super) inbox_urgent: usize,
+    /// Inputs waiting for the CPU (urgent messages first, `Protocol::is_urgent`).
+    pub(super) inbox: Inbox<Input<P>>,
     /// The node's disk: what a restart reads back.
     pub(super) durable: Vec<P::Durable>,
     /// Writes issued and not yet durable, in ticket order.
@@ -66,27 +65,7 @@ impl<P: Protocol> NodeSlot<P> {
     /// before every other input, anything else at the back.
     pub(super) fn enqueue(&mut self, input: Input<P>) {
         let urgent = matches!(&input, Input::Message { message, .. } if P::is_urgent(message));
-        if urgent {
-            self.inbox.insert(self.inbox_urgent, input);
-            self.inbox_urgent += 1;
-        } else {
-            self.inbox.push_back(input);
-        }
-        assert!(self.inbox_urgent <= self.inbox.len(), "urgent inputs are queued inputs");
-    }
-
-    /// The next input for the CPU.
-    pub(super) fn dequeue(&mut self) -> Option<Input<P>> {
-        let input = self.inbox.pop_front()?;
-        self.inbox_urgent = self.inbox_urgent.saturating_sub(1);
-        assert!(self.inbox_urgent <= self.inbox.len(), "urgent inputs are queued inputs");
-        Some(input)
-    }
-
-    /// Forgets every queued input (a crash).
-    pub(super) fn clear_inbox(&mut self) {
-        self.inbox.clear();
-        self.inbox_urgent = 0;
+        self.inbox.push(input, urgent);
     }
 }
 
@@ -115,8 +94,7 @@ impl<P: Protocol> World<P> {
                 busy_until: 0,
                 paused_until: 0,
                 wake_pending: false,
-                inbox: VecDeque::new(),
-                inbox_urgent: 0,
+                inbox: Inbox::default(),
                 durable: Vec::new(),
                 pending_writes: VecDeque::new(),
                 durable_count: 0,
@@ -194,7 +172,7 @@ impl<P: Protocol> World<P> {
             self.schedule(at, Event::Wake { node: id, incarnation });
             return;
         }
-        if let Some(input) = slot.dequeue() {
+        if let Some(input) = slot.inbox.pop() {
             self.process(id, input);
         }
     }
