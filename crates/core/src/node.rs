@@ -495,6 +495,16 @@ pub trait Protocol: Sized + 'static {
         FailureBudget::Never
     }
 
+    /// True for a message a busy node serves before the ordinary inputs already queued at it
+    /// (FIFO among such messages): the control traffic a real node reads from a socket or
+    /// queue of its own, first, while its data stream waits. For messages other nodes wait on
+    /// while the protocol's progress is held, such as NOPaxos' gap agreement, which otherwise
+    /// waits behind a saturated replica's backlog of requests. Only the order changes: the
+    /// message costs what any message costs. Default: none (arrival order).
+    fn is_urgent(_message: &Self::Message) -> bool {
+        false
+    }
+
     /// Rejects protocol options no node can run with, saying which. Drivers call it before
     /// they build any node.
     fn validate_config(_config: &Self::Config) -> Result<(), String> {

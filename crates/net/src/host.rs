@@ -362,6 +362,9 @@ impl<P: Protocol> Host<P> {
         while taken < RECV_BATCH_MAX {
             let batch = self.incoming.read_batch(&self.socket, &self.routes, &mut self.inbox, &mut self.transport);
             taken += batch.count;
+            // Urgent messages first, each class in arrival order (`Protocol::is_urgent`), as the
+            // simulator serves a busy node's queue.
+            self.inbox.make_contiguous().sort_by_key(|(_, input)| !P::is_urgent(&input.message));
             self.drain_inbox();
             if !batch.more {
                 return;

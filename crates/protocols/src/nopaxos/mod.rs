@@ -242,6 +242,22 @@ impl Protocol for NoPaxos {
         ]
     }
 
+    /// Gap agreement is served ahead of a replica's queued requests: while a replica resolves
+    /// a drop it holds its replies, and at saturation a lookup or search that waited behind
+    /// the answerer's backlog of `Stamped` requests left the leader idle (docs/protocols/nopaxos.md).
+    fn is_urgent(message: &messages::Message) -> bool {
+        matches!(
+            message,
+            messages::Message::SlotLookup { .. }
+                | messages::Message::SlotContent { .. }
+                | messages::Message::SlotMissing { .. }
+                | messages::Message::GapFind { .. }
+                | messages::Message::GapFound { .. }
+                | messages::Message::GapCommit { .. }
+                | messages::Message::GapCommitRep { .. }
+        )
+    }
+
     fn coverage_goals() -> &'static [&'static str] {
         &["gap_no_op", "gap_filled", "view_change", "session_change"]
     }

@@ -6,6 +6,7 @@
 
 mod clients;
 mod fault_injection;
+mod inbox;
 mod links;
 mod nodes;
 mod queue;

@@ -1,6 +1,7 @@
 //! Nodes and their CPU: each node's runner, clock, CPU queue and disk; handing inputs to
 //! the runner and performing its actions with the CPU cost model.
 
+use super::inbox::Inbox;
 use super::*;
 
 /// A write issued but not yet durable.
@@ -38,7 +39,8 @@ pub(crate) struct NodeSlot<P: Protocol> {
     pub(super) busy_until: u64,
     pub(super) paused_until: u64,
     pub(super) wake_pending: bool,
-    pub(super) inbox: VecDeque<Input<P>>,
+    /// Inputs waiting for the CPU (urgent messages first, `Protocol::is_urgent`).
+    pub(super) inbox: Inbox<Input<P>>,
     /// The node's disk: what a restart reads back.
     pub(super) durable: Vec<P::Durable>,
     /// Writes issued and not yet durable, in ticket order.
@@ -57,6 +59,13 @@ impl<P: Protocol> NodeSlot<P> {
     /// True while the node runs.
     pub fn is_up(&self) -> bool {
         self.runner.is_up()
+    }
+
+    /// Queues an input for the CPU: an urgent message after the urgent ones already queued and
+    /// before every other input, anything else at the back.
+    pub(super) fn enqueue(&mut self, input: Input<P>) {
+        let urgent = matches!(&input, Input::Message { message, .. } if P::is_urgent(message));
+        self.inbox.push(input, urgent);
     }
 }
 
@@ -85,7 +94,7 @@ impl<P: Protocol> World<P> {
                 busy_until: 0,
                 paused_until: 0,
                 wake_pending: false,
-                inbox: VecDeque::new(),
+                inbox: Inbox::default(),
                 durable: Vec::new(),
                 pending_writes: VecDeque::new(),
                 durable_count: 0,
@@ -140,7 +149,7 @@ impl<P: Protocol> World<P> {
             slot.traffic.queue_drops += 1;
             return;
         }
-        slot.inbox.push_back(input);
+        slot.enqueue(input);
         slot.traffic.queue_len_max = slot.traffic.queue_len_max.max(slot.inbox.len());
         if !slot.wake_pending {
             slot.wake_pending = true;
@@ -163,7 +172,7 @@ impl<P: Protocol> World<P> {
             self.schedule(at, Event::Wake { node: id, incarnation });
             return;
         }
-        if let Some(input) = slot.inbox.pop_front() {
+        if let Some(input) = slot.inbox.pop() {
             self.process(id, input);
         }
     }
