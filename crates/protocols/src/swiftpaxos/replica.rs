@@ -394,12 +394,7 @@ impl Replica {
             return Ok(());
         }
         // L12–L14, paths evaluated after the dependencies are set (spec §13.3).
-        let digest = paths::digest(id, &deps, |other| match self.instances.get(&other) {
-            Some(instance) => (instance.phase, instance.deps.as_ref()),
-            // Forgotten here: it ran everywhere, so it ends a path like any committed command.
-            None if self.execution.executor.status(other) == CommandStatus::Executed => (Phase::Commit, None),
-            None => (Phase::Start, None),
-        });
+        let digest = self.paths_digest(id, &deps);
         let instance = self.instances.get_mut(&id).expect("inserted above");
         instance.deps = Some(deps.clone());
         instance.paths = Some(digest);
@@ -427,6 +422,16 @@ impl Replica {
             out.send_durable(client, fast_ack);
         }
         Ok(())
+    }
+
+    /// The digest of `id`'s trimmed dependency paths (L12–L14) given its dependencies `deps`.
+    fn paths_digest(&self, id: RequestId, deps: &BTreeSet<RequestId>) -> u64 {
+        paths::digest(id, deps, |other| match self.instances.get(&other) {
+            Some(instance) => (instance.phase, instance.deps.as_ref()),
+            // Forgotten here: it ran everywhere, so it ends a path like any committed command.
+            None if self.execution.executor.status(other) == CommandStatus::Executed => (Phase::Commit, None),
+            None => (Phase::Start, None),
+        })
     }
 
     /// Whether the leader sends its optimistic result: always in SwiftPaxos; in CURP+ only when
