@@ -110,6 +110,8 @@ pub struct Config {
     pub instances_max: usize,
     /// Most clients in the client table.
     pub clients_max: usize,
+    /// Garbage collection (`gc.rs`): forget commands executed at every replica (on by default).
+    pub gc: bool,
 }
 
 impl Default for Config {
@@ -125,6 +127,7 @@ impl Default for Config {
             client_retry_ns: 40_000_000,
             instances_max: 4_000_000,
             clients_max: 65_536,
+            gc: true,
         }
     }
 }

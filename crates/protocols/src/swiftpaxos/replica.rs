@@ -75,8 +75,8 @@ pub struct Ballots {
 pub struct Votes {
     /// The ballot they belong to; a higher ballot's vote replaces them.
     pub ballot: u64,
-    /// Followers' proposals, by rank.
-    pub fast: BTreeMap<usize, BTreeSet<RequestId>>,
+    /// Followers' proposals, by rank, with the digest of their paths.
+    pub fast: BTreeMap<usize, (BTreeSet<RequestId>, u64)>,
     /// Followers that adopted the leader's proposal.
     pub slow: BTreeSet<usize>,
 }
@@ -88,6 +88,8 @@ pub struct LeaderAck {
     pub ballot: u64,
     /// The leader's dependencies.
     pub deps: BTreeSet<RequestId>,
+    /// The digest of the leader's paths.
+    pub paths: u64,
 }
 
 /// One command at one replica: `phase[id]`, `cmd[id]`, `dep[id]`, `paths[id]` and what waits.
@@ -103,6 +105,9 @@ pub struct Instance {
     pub paths: Option<u64>,
     /// The leader's FastAck, waiting for L23.
     pub leader_ack: Option<LeaderAck>,
+    /// The digest of the leader's paths, once its FastAck was processed: a follower's FastAck
+    /// counts for the fast path only with the same paths (see `try_commit`).
+    pub leader_paths: Option<u64>,
     /// Votes for L30.
     pub votes: Votes,
     /// Local time it was first seen (or its ballot installed): the stuck timers count from it.
@@ -119,6 +124,7 @@ impl Instance {
             deps: None,
             paths: None,
             leader_ack: None,
+            leader_paths: None,
             votes: Votes::default(),
             seen_ns: now_ns,
             reproposed: false,
@@ -321,7 +327,9 @@ impl Replica {
         }
         let handled = match (message, from_rank) {
             (Message::Propagate { id, command }, _) => self.on_propagate(from, id, command, out),
-            (Message::FastAck { ballot, id, deps, paths: _ }, Some(rank)) => self.on_fast_ack(rank, ballot, id, deps),
+            (Message::FastAck { ballot, id, deps, paths }, Some(rank)) => {
+                self.on_fast_ack(rank, ballot, id, deps, paths)
+            }
             (Message::SlowAck { ballot, id }, Some(rank)) => self.on_slow_ack(rank, ballot, id),
             (Message::Fetch { ids }, Some(_)) => self.on_fetch(from, ids, out),
             (Message::Payloads { commands }, Some(_)) => self.on_payloads(from, commands, out),
@@ -414,7 +422,7 @@ impl Replica {
             out.multicast_durable(&self.peers, fast_ack);
             out.observe(Observation::LeaderDeps { ballot: bal, id, deps: wire });
             let instance = self.instances.get_mut(&id).expect("inserted above");
-            instance.leader_ack = Some(LeaderAck { ballot: bal, deps });
+            instance.leader_ack = Some(LeaderAck { ballot: bal, deps, paths: digest });
             self.awaiting.insert(id);
         } else {
             // L21.
@@ -515,7 +523,14 @@ impl Replica {
         Ok(self.instances.entry(id).or_insert_with(|| Instance::new(now_ns)))
     }
 
-    fn on_fast_ack(&mut self, rank: usize, ballot: u64, id: RequestId, deps: Deps) -> Result<(), &'static str> {
+    fn on_fast_ack(
+        &mut self,
+        rank: usize,
+        ballot: u64,
+        id: RequestId,
+        deps: Deps,
+        paths: u64,
+    ) -> Result<(), &'static str> {
         if ballot < self.ballots.bal {
             return Err("fast ack of an older ballot");
         }
@@ -530,12 +545,12 @@ impl Replica {
             if instance.leader_ack.as_ref().is_some_and(|ack| ack.ballot >= ballot) {
                 return Err("leader fast ack received already");
             }
-            instance.leader_ack = Some(LeaderAck { ballot, deps });
+            instance.leader_ack = Some(LeaderAck { ballot, deps, paths });
             self.awaiting.insert(id);
             return Ok(());
         }
         record_vote(&mut instance.votes, ballot)?;
-        instance.votes.fast.insert(rank, deps);
+        instance.votes.fast.insert(rank, (deps, paths));
         Ok(())
     }
 
@@ -601,6 +616,7 @@ impl Replica {
         let fast_member = self.quorums.is_fast_member(self.rank, bal);
         let instance = self.instances.get_mut(&id).expect("present");
         let ack = instance.leader_ack.take().expect("checked above");
+        instance.leader_paths = Some(ack.paths);
         self.awaiting.remove(&id);
         instance.phase = Phase::Accept;
         self.preaccepted.remove(&id);
@@ -610,8 +626,11 @@ impl Replica {
             return true;
         }
         let disagreed = instance.deps.as_ref() != Some(&ack.deps);
+        let mut dropped = Vec::new();
         if disagreed && fast_member {
             self.stats.count("double_vote");
+            let proposal = instance.deps.iter().flatten();
+            dropped.extend(proposal.filter(|dep| !ack.deps.contains(dep)).copied());
         }
         // L25–L27. Every follower sends SlowAck (spec §13.1). The canaries keep their own vote
         // while claiming the leader's.
@@ -619,6 +638,7 @@ impl Replica {
         if !(keeps_own && instance.deps.is_some()) {
             instance.deps = Some(ack.deps);
         }
+        self.reinstate(&dropped);
         let slow_ack = Message::SlowAck { ballot: bal, id };
         out.multicast_durable(&self.peers, slow_ack.clone());
         // N²Paxos' and CURP+'s clients count no votes: the 2B goes to the replicas only.
@@ -650,8 +670,17 @@ impl Replica {
         let current = votes.ballot == bal;
         let mine = self.rank != leader;
         let slow_voted = |rank: usize| (mine && rank == self.rank) || (current && votes.slow.contains(&rank));
+        // A FastAck counts only with the leader's dependencies *and paths*: proposals are
+        // transitively reduced (`conflicts.rs`), so equal direct dependencies may stand for
+        // different orders below them (scenario 6's mismatch, here at the replicas).
+        let leader_paths = instance.leader_paths;
         let fast_voted = |rank: usize| {
-            (mine && rank == self.rank) || (current && votes.fast.get(&rank).is_some_and(|proposal| proposal == deps))
+            (mine && rank == self.rank)
+                || (current
+                    && votes
+                        .fast
+                        .get(&rank)
+                        .is_some_and(|(proposal, paths)| proposal == deps && Some(*paths) == leader_paths))
         };
         let fast = self.quorums.fast_quorum_met(bal, fast_voted);
         let slow_count = (0..self.quorums.n).filter(|&rank| rank != leader && slow_voted(rank)).count();
@@ -704,7 +733,9 @@ impl Replica {
             if self.serves_client(client) {
                 out.send_durable(client, Message::Executed { id, result });
             }
-            collectable.extend(self.gc.executed(id));
+            if self.config.gc {
+                collectable.extend(self.gc.executed(id));
+            }
         }
         self.execution.scratch = ready;
         for (client, through) in collectable {
@@ -782,7 +813,7 @@ impl Replica {
             return;
         }
         out.set_timer(Timer::Tick, self.config.tick_ns);
-        let executed = self.gc.report();
+        let executed = if self.config.gc { self.gc.report() } else { Vec::new() };
         out.multicast_durable(&self.peers, Message::Ping { ballot: self.ballots.bal, executed });
         if self.ballots.status == Status::Normal && !self.is_leader() {
             self.fetch_and_repropose(out);
@@ -819,6 +850,19 @@ impl Replica {
         let limit = self.config.stuck_timeout_ns;
         let waited = |id: &RequestId| self.now_ns.saturating_sub(self.instances[id].seen_ns) >= limit;
         self.preaccepted.iter().any(waited) || self.accepted.iter().any(waited) || self.awaiting.iter().any(waited)
+    }
+
+    /// Our proposal put `dropped` below a command whose dependencies the leader set without them:
+    /// that command no longer stands for them in our conflict index, so later proposals must
+    /// name them directly (`KeyIndex::reinstate`).
+    fn reinstate(&mut self, dropped: &[RequestId]) {
+        for id in dropped {
+            let command = self.instances.get(id).and_then(|i| i.command.as_ref());
+            if let Some(command) = command {
+                self.by_key.reinstate(*id, command);
+                self.stats.count("dependency_reinstated");
+            }
+        }
     }
 
     /// Rebuilds the conflict index from the commands in `order` (dependencies first), so that

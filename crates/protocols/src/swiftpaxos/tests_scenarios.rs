@@ -684,7 +684,7 @@ fn scenario_30_garbage_collection_keeps_memory_bounded() {
     // holds stays bounded whatever the run's length; dependencies on forgotten commands are
     // satisfied (the checker runs after every step, and every replica executes everything).
     // Method: five replicas, four closed-loop clients, 3000 commands on three keys.
-    let mut cluster = Cluster::<SwiftPaxos>::new(5, 4, Config::default());
+    let mut cluster = Cluster::<SwiftPaxos>::new(5, 4, Config { gc: true, ..Config::default() });
     let peak = run_timed_load(&mut cluster, 3000, 30);
     assert_eq!(cluster.completions().len(), 3000, "every command completed");
     for rank in 0..5 {
@@ -702,7 +702,7 @@ fn scenario_30_a_crashed_replica_holds_collection_back_until_it_retires() {
     // (and so retires, crash-stop) stops holding it back. Method: crash replica 4, run 500
     // commands: nothing is forgotten; restart it: its `Retired` answer to a ping lets the
     // others forget.
-    let mut cluster = Cluster::<SwiftPaxos>::new(5, 4, Config::default());
+    let mut cluster = Cluster::<SwiftPaxos>::new(5, 4, Config { gc: true, ..Config::default() });
     let crashed = cluster.replica(4);
     cluster.crash(crashed);
     run_timed_load(&mut cluster, 500, 31);
@@ -726,7 +726,7 @@ fn an_abandoned_command_still_completes_before_the_next_is_numbered() {
     // executed prefix to advance). Method: the client's command cannot commit (no replica
     // hears it); the driver abandons it and submits another; the second is numbered only
     // after the first completes, and both run at every replica.
-    let mut cluster = Cluster::<SwiftPaxos>::new(3, 1, Config::default());
+    let mut cluster = Cluster::<SwiftPaxos>::new(3, 1, Config { gc: true, ..Config::default() });
     let client = cluster.client(0);
     cluster.isolate(client);
     let first = cluster.submit(client, Command::set("k", "1"));
