@@ -11,15 +11,15 @@ use crate::testkit::{Cluster, Envelope};
 use ordo_core::{ClientId, Command, CommandResult, NodeId, Protocol, RequestId};
 use std::collections::{BTreeMap, BTreeSet};
 
-fn replica(cluster: &Cluster<SwiftPaxos>, rank: usize) -> &Replica {
+pub(super) fn replica(cluster: &Cluster<SwiftPaxos>, rank: usize) -> &Replica {
     cluster.node_as::<Replica>(cluster.replica(rank))
 }
 
-fn event<P: Protocol>(cluster: &Cluster<P>, node: NodeId, name: &str) -> u64 {
+pub(super) fn event<P: Protocol>(cluster: &Cluster<P>, node: NodeId, name: &str) -> u64 {
     cluster.stats(node).events.get(name).copied().unwrap_or(0)
 }
 
-fn committed_deps(cluster: &Cluster<SwiftPaxos>, rank: usize) -> BTreeMap<RequestId, BTreeSet<RequestId>> {
+pub(super) fn committed_deps(cluster: &Cluster<SwiftPaxos>, rank: usize) -> BTreeMap<RequestId, BTreeSet<RequestId>> {
     replica(cluster, rank)
         .instances
         .iter()

@@ -46,6 +46,7 @@
 use super::client::Client;
 use super::messages::{Message, Phase};
 use super::replica::{Replica, Status};
+use super::tests::{committed_deps, event, replica};
 use super::{Config, SwiftPaxos};
 use crate::testkit::Cluster;
 use ordo_check::{EventKind, HistoryEvent, OpKind, check_linearizable};
@@ -53,29 +54,12 @@ use ordo_core::{Command, CommandResult, KvStore, NodeId, RequestId, StateMachine
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::cell::RefCell;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
-
-fn replica(cluster: &Cluster<SwiftPaxos>, rank: usize) -> &Replica {
-    cluster.node_as::<Replica>(cluster.replica(rank))
-}
-
-fn event(cluster: &Cluster<SwiftPaxos>, node: NodeId, name: &str) -> u64 {
-    cluster.stats(node).events.get(name).copied().unwrap_or(0)
-}
 
 /// The id of the `number`-th command `client` submitted.
 fn id_of(cluster: &Cluster<SwiftPaxos>, client: NodeId, number: u64) -> RequestId {
     RequestId { client: cluster.node_as::<Client>(client).client_id(), number }
-}
-
-fn committed_deps(cluster: &Cluster<SwiftPaxos>, rank: usize) -> BTreeMap<RequestId, BTreeSet<RequestId>> {
-    replica(cluster, rank)
-        .instances
-        .iter()
-        .filter(|(_, i)| i.phase == Phase::Commit)
-        .map(|(&id, i)| (id, i.deps.clone().expect("committed with deps")))
-        .collect()
 }
 
 fn phase_of(cluster: &Cluster<SwiftPaxos>, rank: usize, id: RequestId) -> Phase {
