@@ -20,6 +20,9 @@ campaign=$(mktemp -d)
   '"$0" sim --protocol {} --seeds 1..200 --faults random --duration 1s --clients 12 > "$1/{}.txt" 2>&1;
    status=$?; tail -n 3 "$1/{}.txt"; exit $status' "$ordo" "$campaign"
 rm -rf "$campaign"
+# Options that change the protocol's messages get a campaign of their own.
+"$ordo" sim --protocol swiftpaxos --set reads=true --seeds 1..50 --faults random --duration 1s --clients 12 --jobs 2 \
+  | tail -n 3
 
 echo "== real runtime: a local cluster per protocol, driven by redis-benchmark (the real-process"
 echo "   tests with Redis clients and a killed leader ran with the unit tests: crates/cli/tests/runtime.rs)"

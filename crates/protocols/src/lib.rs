@@ -114,6 +114,8 @@ registry! {
     #[cfg(feature = "canary")]
     swiftpaxos::SwiftPaxosSingleVote => canary: true,
     #[cfg(feature = "canary")]
+    swiftpaxos::SwiftPaxosStaleRead => canary: true,
+    #[cfg(feature = "canary")]
     n2paxos::N2PaxosOwnOrder => canary: true,
     #[cfg(feature = "canary")]
     curp::CurpBlindWitness => canary: true,

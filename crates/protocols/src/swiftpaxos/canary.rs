@@ -8,6 +8,9 @@
 //! - `SwiftPaxosSingleVote`: a fast-quorum follower that disagrees with the leader keeps its own
 //!   dependencies while sending the SlowAck that claims it adopted the leader's (no double
 //!   vote): under contention replicas commit one command with different dependencies (Inv 1).
+//! - `SwiftPaxosStaleRead`: SwiftPaxos^reads (forced on) whose reader answers a read from its
+//!   executed state alone, ignoring the unexecuted writes below it: a client takes a value the
+//!   read's execution does not return (Nontriviality, and the history is not linearizable).
 
 use super::checker::{Observation, SwiftChecker};
 use super::messages::Message;
@@ -20,6 +23,9 @@ pub struct SwiftPaxosDirectDeps;
 
 /// SwiftPaxos whose followers do not vote twice (broken on purpose).
 pub struct SwiftPaxosSingleVote;
+
+/// SwiftPaxos^reads whose reader ignores unexecuted writes (broken on purpose).
+pub struct SwiftPaxosStaleRead;
 
 /// The real checker, under a canary's type.
 struct Checker(SwiftChecker);
@@ -34,7 +40,11 @@ fn flawed<P>(context: NodeContext<P>, durable: &[()], flaw: Flaw) -> Box<dyn Nod
 where
     P: Protocol<Message = Message, Timer = Timer, Durable = (), Config = Config, Observation = Observation>,
 {
-    Retyped::boxed(new_node_with(real_context::<SwiftPaxos, P>(context), durable, Variant::Swift, flaw))
+    let mut context = real_context::<SwiftPaxos, P>(context);
+    if flaw == Flaw::StaleRead {
+        context.config.reads = true;
+    }
+    Retyped::boxed(new_node_with(context, durable, Variant::Swift, flaw))
 }
 
 macro_rules! canary {
@@ -82,4 +92,10 @@ canary!(
     "swiftpaxos-canary-single-vote",
     "BROKEN on purpose: SwiftPaxos whose followers keep their own vote (no double vote)",
     Flaw::SingleVote
+);
+canary!(
+    SwiftPaxosStaleRead,
+    "swiftpaxos-canary-stale-read",
+    "BROKEN on purpose: SwiftPaxos^reads whose reader answers reads from its executed state alone",
+    Flaw::StaleRead
 );

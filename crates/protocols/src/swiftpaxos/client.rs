@@ -9,13 +9,15 @@
 use super::checker::Observation;
 use super::messages::{Deps, Message};
 use super::quorums::Quorums;
+use super::reads;
 use super::{Config, Flaw, SwiftPaxos, Timer, Variant};
 use crate::multipaxos::checker::execution_digest;
 use ordo_core::{
     ClientId, ClockReading, Command, CommandResult, Destinations, Node, NodeContext, NodeId, NodeStats, Outbox,
-    RequestId, Submission,
+    RequestId, Submission, Topology,
 };
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 /// What the client heard in one ballot.
 #[derive(Clone, Debug, Default)]
@@ -36,6 +38,8 @@ struct Outstanding {
     id: RequestId,
     command: Command,
     views: BTreeMap<u64, View>,
+    /// A read served by the fast-quorum member closest to us (SwiftPaxos^reads, `reads.rs`).
+    delegated_read: bool,
     /// The driver gave up on it; it is still sent until it completes (see `Client::queued`).
     abandoned: bool,
 }
@@ -47,6 +51,8 @@ const VIEWS_MAX: usize = 8;
 /// A SwiftPaxos client.
 pub struct Client {
     id: ClientId,
+    node: NodeId,
+    topology: Arc<Topology>,
     replicas: Destinations,
     quorums: Quorums,
     config: Config,
@@ -70,6 +76,8 @@ impl Client {
         let quorums = if variant.has_fast_path() { quorums } else { quorums.without_fast_path() };
         Client {
             id: context.client_id(),
+            node: context.id,
+            topology: context.topology.clone(),
             replicas: context.topology.replicas().clone(),
             quorums,
             config,
@@ -136,6 +144,7 @@ impl Client {
         let outstanding = self.outstanding.as_ref().expect("a message for the outstanding command");
         let view = &outstanding.views[&ballot];
         let Some((deps, paths, result)) = &view.reply else { return };
+        let (leader, replier) = (self.quorums.leader(ballot), self.replier(ballot));
         let matches = |rank: usize| {
             view.slow.contains(&rank)
                 || view.fast.get(&rank).is_some_and(|(their_deps, their_paths)| match self.flaw {
@@ -144,9 +153,11 @@ impl Client {
                     _ => their_paths == paths,
                 })
         };
-        let fast = self.quorums.fast_quorum_met(ballot, matches);
+        // A read's reader stands in for the leader, whose FastAck must then match its paths.
+        let leader_agrees = replier == leader || matches(leader);
+        let fast = self.quorums.fast_quorum_met(ballot, |rank| rank == replier || matches(rank));
         let slow = self.quorums.slow_quorum_met(view.slow.len());
-        if !(fast || slow) {
+        if !(leader_agrees && (fast || slow)) {
             return;
         }
         self.stats.count(if fast { "client_fast" } else { "client_slow" });
@@ -171,14 +182,27 @@ impl Client {
     fn start(&mut self, submission: Submission, out: &mut Outbox<SwiftPaxos>) {
         let id = RequestId { client: self.id, number: self.next_number };
         self.next_number += 1;
+        let delegated_read = self.config.reads && self.variant.has_fast_path() && submission.command.is_read_only();
         self.outstanding = Some(Outstanding {
             op: submission.op,
             id,
             command: submission.command,
+            delegated_read,
             views: BTreeMap::new(),
             abandoned: false,
         });
         self.send(out);
+    }
+
+    /// The rank whose Reply the outstanding command waits for in `ballot`: the leader, or the
+    /// reader of a delegated read.
+    fn replier(&self, ballot: u64) -> usize {
+        match &self.outstanding {
+            Some(outstanding) if outstanding.delegated_read => {
+                reads::reader(&self.quorums, &self.topology, &self.replicas, self.node, ballot)
+            }
+            _ => self.quorums.leader(ballot),
+        }
     }
 
     fn rank(&self, node: NodeId) -> Option<usize> {
@@ -189,15 +213,15 @@ impl Client {
         let Some(rank) = self.rank(from) else { return Err("message from a node that is not a replica") };
         match message {
             Message::Reply { ballot, id, deps, paths, result } => {
-                if self.quorums.leader(ballot) != rank {
-                    return Err("reply from a replica that does not lead its ballot");
+                if self.replier(ballot) != rank {
+                    return Err("reply from a replica that neither leads its ballot nor serves the read");
                 }
                 self.view(id, ballot)?.reply = Some((deps, paths, result));
                 self.maybe_deliver(ballot, out);
             }
             Message::FastAck { ballot, id, deps, paths } => {
-                if self.quorums.leader(ballot) == rank {
-                    return Err("the leader's fast ack is its reply");
+                if self.replier(ballot) == rank {
+                    return Err("the fast ack of the replica that replies");
                 }
                 self.view(id, ballot)?.fast.insert(rank, (deps, paths));
                 self.maybe_deliver(ballot, out);

@@ -78,15 +78,16 @@ pub enum Message {
         /// The command.
         id: RequestId,
     },
-    /// Leader → client: the optimistic result (L18).
+    /// Leader → client: the optimistic result (L18). Under SwiftPaxos^reads, also a read's
+    /// reader → client: the speculative result over the reader's dependencies (`reads.rs`).
     Reply {
-        /// The leader's ballot.
+        /// The ballot.
         ballot: u64,
         /// The command.
         id: RequestId,
-        /// The leader's dependencies (the flawed client of the canary compares these).
+        /// The sender's dependencies (the flawed client of the canary compares these).
         deps: Deps,
-        /// Digest of the leader's dependency paths.
+        /// Digest of the sender's dependency paths.
         paths: u64,
         /// The result of optimistic execution.
         result: CommandResult,

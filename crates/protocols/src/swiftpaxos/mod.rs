@@ -55,14 +55,17 @@ pub mod gc;
 pub mod messages;
 pub mod paths;
 pub mod quorums;
+pub mod reads;
 pub mod recovery;
 pub mod replica;
 
 #[cfg(feature = "canary")]
-pub use canary::{SwiftPaxosDirectDeps, SwiftPaxosSingleVote};
+pub use canary::{SwiftPaxosDirectDeps, SwiftPaxosSingleVote, SwiftPaxosStaleRead};
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_reads;
 #[cfg(test)]
 mod tests_scenarios;
 
@@ -112,6 +115,9 @@ pub struct Config {
     pub clients_max: usize,
     /// Garbage collection (`gc.rs`): forget commands executed at every replica (on by default).
     pub gc: bool,
+    /// SwiftPaxos^reads (`reads.rs`, §4.4): read-only commands run speculatively at the
+    /// fast-quorum replica closest to their client instead of at the leader (off by default).
+    pub reads: bool,
 }
 
 impl Default for Config {
@@ -128,6 +134,7 @@ impl Default for Config {
             instances_max: 4_000_000,
             clients_max: 65_536,
             gc: true,
+            reads: false,
         }
     }
 }
@@ -195,6 +202,9 @@ pub(crate) enum Flaw {
     /// CURP+ whose witnesses ack every record and whose leader replies at once from its
     /// executed state, without L14's wait for the conflicting commands' commits.
     BlindWitness,
+    /// SwiftPaxos^reads whose reader answers from its executed state alone, ignoring the
+    /// unexecuted writes the read depends on.
+    StaleRead,
 }
 
 /// Which protocol the nodes run: SwiftPaxos, or one of the paper's baselines built from the same

@@ -11,6 +11,7 @@ use super::conflicts::KeyIndex;
 use super::gc::Collector;
 use super::messages::{Deps, Message, Phase};
 use super::quorums::Quorums;
+use super::reads::Served;
 use super::recovery::{Detector, Recovery};
 use super::{Config, Flaw, SwiftPaxos, Timer, Variant, paths};
 use crate::client_table::{ClientTable, Lookup};
@@ -114,6 +115,8 @@ pub struct Instance {
     pub seen_ns: u64,
     /// Re-proposed to the leader already.
     pub reproposed: bool,
+    /// What we told the client when we serve this read (SwiftPaxos^reads).
+    pub served_read: Option<Served>,
 }
 
 impl Instance {
@@ -128,6 +131,7 @@ impl Instance {
             votes: Votes::default(),
             seen_ns: now_ns,
             reproposed: false,
+            served_read: None,
         }
     }
 }
@@ -409,11 +413,15 @@ impl Replica {
         let wire: Deps = deps.iter().copied().collect();
         let fast_ack = Message::FastAck { ballot: bal, id, deps: wire.clone(), paths: digest };
         let client = id.client.node();
+        let reader = self.reads_reader(client, &command, bal);
         if self.is_leader() {
             // L15–L19: optimistic execution, Reply, then our proposal to everyone; our own
             // FastAck is handled here (L22) as the multicast skips us. N²Paxos' leader sends
-            // only the proposal (its 2A): its clients wait for an execution.
-            if self.replies(&deps) {
+            // only the proposal (its 2A): its clients wait for an execution. A read another
+            // replica serves gets our FastAck instead (`reads.rs`).
+            if reader.is_some_and(|reader| reader != self.rank) {
+                out.send_durable(client, fast_ack.clone());
+            } else if self.replies(&deps) {
                 self.pending_log.push(id);
                 let result = self.optimistic_result(id, &command);
                 let reply = Message::Reply { ballot: bal, id, deps: wire.clone(), paths: digest, result };
@@ -425,9 +433,10 @@ impl Replica {
             instance.leader_ack = Some(LeaderAck { ballot: bal, deps, paths: digest });
             self.awaiting.insert(id);
         } else {
-            // L21.
+            // L21; the reader of a read sends the client its result with its proposal.
             out.multicast_durable(&self.peers, fast_ack.clone());
-            out.send_durable(client, fast_ack);
+            let answer = if reader == Some(self.rank) { self.serve_read(id, &command, &deps, digest) } else { None };
+            out.send_durable(client, answer.unwrap_or(fast_ack));
         }
         Ok(())
     }
@@ -730,7 +739,11 @@ impl Replica {
             out.observe(Observation::Executed { id, digest: execution_digest(true, Some(&result)) });
             self.pending_log.remove(id);
             let client = id.client.node();
-            if self.serves_client(client) {
+            let unanswered_read = self.read_unanswered(id);
+            if unanswered_read {
+                self.stats.count("read_answered_on_execution");
+            }
+            if self.serves_client(client) || unanswered_read {
                 out.send_durable(client, Message::Executed { id, result });
             }
             if self.config.gc {
