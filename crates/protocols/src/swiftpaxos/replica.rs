@@ -415,23 +415,7 @@ impl Replica {
         let client = id.client.node();
         let reader = self.reads_reader(client, &command, bal);
         if self.is_leader() {
-            // L15–L19: optimistic execution, Reply, then our proposal to everyone; our own
-            // FastAck is handled here (L22) as the multicast skips us. N²Paxos' leader sends
-            // only the proposal (its 2A): its clients wait for an execution. A read another
-            // replica serves gets our FastAck instead (`reads.rs`).
-            if reader.is_some_and(|reader| reader != self.rank) {
-                out.send_durable(client, fast_ack.clone());
-            } else if self.replies(&deps) {
-                self.pending_log.push(id);
-                let result = self.optimistic_result(id, &command);
-                let reply = Message::Reply { ballot: bal, id, deps: wire.clone(), paths: digest, result };
-                out.send_durable(client, reply);
-            }
-            out.multicast_durable(&self.peers, fast_ack);
-            out.observe(Observation::LeaderDeps { ballot: bal, id, deps: wire });
-            let instance = self.instances.get_mut(&id).expect("inserted above");
-            instance.leader_ack = Some(LeaderAck { ballot: bal, deps, paths: digest });
-            self.awaiting.insert(id);
+            self.lead(id, &command, deps, digest, reader, out);
         } else {
             // L21; the reader of a read sends the client its result with its proposal.
             out.multicast_durable(&self.peers, fast_ack.clone());
@@ -439,6 +423,37 @@ impl Replica {
             out.send_durable(client, answer.unwrap_or(fast_ack));
         }
         Ok(())
+    }
+
+    /// L15–L19 at the leader: optimistic execution, Reply, then our proposal to everyone; our
+    /// own FastAck is handled here (L22) as the multicast skips us. N²Paxos' leader sends only
+    /// the proposal (its 2A): its clients wait for an execution. A read that another replica
+    /// serves (`reader`) gets our FastAck instead (`reads.rs`).
+    fn lead(
+        &mut self,
+        id: RequestId,
+        command: &Command,
+        deps: BTreeSet<RequestId>,
+        digest: u64,
+        reader: Option<usize>,
+        out: &mut Outbox<SwiftPaxos>,
+    ) {
+        let (bal, client) = (self.ballots.bal, id.client.node());
+        let wire: Deps = deps.iter().copied().collect();
+        let fast_ack = Message::FastAck { ballot: bal, id, deps: wire.clone(), paths: digest };
+        if reader.is_some_and(|reader| reader != self.rank) {
+            out.send_durable(client, fast_ack.clone());
+        } else if self.replies(&deps) {
+            self.pending_log.push(id);
+            let result = self.optimistic_result(id, command);
+            let reply = Message::Reply { ballot: bal, id, deps: wire.clone(), paths: digest, result };
+            out.send_durable(client, reply);
+        }
+        out.multicast_durable(&self.peers, fast_ack);
+        out.observe(Observation::LeaderDeps { ballot: bal, id, deps: wire });
+        let instance = self.instances.get_mut(&id).expect("proposed just now");
+        instance.leader_ack = Some(LeaderAck { ballot: bal, deps, paths: digest });
+        self.awaiting.insert(id);
     }
 
     /// The digest of `id`'s trimmed dependency paths (L12–L14) given its dependencies `deps`.
