@@ -472,10 +472,9 @@ fn info_sections(context: &Context) -> Vec<(&'static str, Vec<String>)> {
                 format!("ordo_node:{}", facts.node),
                 format!("ordo_replicas:{}", facts.replicas),
                 format!("ordo_client_nodes:{}", facts.client_nodes),
-                format!(
-                    "ordo_redis_compatibility:protocol of Redis {REDIS_VERSION} (RESP2 and RESP3), {} commands (docs/runtime.md)",
-                    super::table::COMMANDS.len()
-                ),
+                // No commas or '=' in values: redis-py's INFO parser splits on them.
+                format!("ordo_redis_compatibility:{REDIS_VERSION}"),
+                format!("ordo_commands:{}", super::table::COMMANDS.len()),
             ],
         ),
     ]
