@@ -114,7 +114,9 @@ fn redis_clients_speak_resp3() {
     redis.set_read_timeout(Some(Duration::from_secs(15))).expect("timeout");
     let query = |redis: &mut redis::Connection, words: &[&str]| -> Value {
         let mut command = redis::cmd(words[0]);
-        words[1..].iter().for_each(|w| drop(command.arg(*w)));
+        for word in &words[1..] {
+            command.arg(*word);
+        }
         command.query(redis).unwrap_or_else(|e| panic!("{words:?}: {e}"))
     };
     assert_eq!(query(&mut redis, &["SET", "greeting", "hello"]), Value::Okay);

@@ -424,6 +424,28 @@ pub(crate) mod tests {
         }
     }
 
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(3_000))]
+        #[test]
+        fn planning_never_panics(words in proptest::collection::vec(prop_oneof![
+            proptest::sample::select(vec!["HELLO", "hello", "AUTH", "CLIENT", "CONFIG", "INFO", "COMMAND", "SET", "HSET",
+                "GET", "2", "3", "-1", "AUTH", "SETNAME", "SETINFO", "LIB-NAME", "LIST", "ID", "TYPE", "GET", "SET", "*",
+                "[", "[^", "\\", "default", ""]).prop_map(String::from),
+            ".{0,8}",
+        ], 0..8)) {
+            // Goal: bad input to the gateway's own commands is an error reply, never a panic.
+            // Method: word soups from command and option names, planned on one connection in turn,
+            // each reply encoded in the version the connection then has.
+            let (gateway, id) = connected();
+            let args: Vec<Bytes> = words.into_iter().map(Bytes::from).collect();
+            if let Action::Reply(reply) | Action::Close(reply) = gateway.plan(id, &args) {
+                reply.encode(gateway.version(id), &mut Vec::new());
+            }
+        }
+    }
+
     #[test]
     fn results_become_redis_replies() {
         assert_eq!(reply(Outcome::Done(CommandResult::Nil), Shape::Plain), Reply::Bulk(None));
