@@ -447,6 +447,28 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn a_pipelined_hello_changes_only_the_replies_after_it() {
+        // Goal: each reply is encoded in the version its connection spoke when the request was
+        // read. Method: plan one read holding GET, HELLO 3, GET, PING, and look at the versions
+        // the pending replies carry (the host is a channel nobody reads).
+        let (gateway, id) = connected();
+        let (requests, _host) = mpsc::channel(8);
+        let mut input = BytesMut::from(&b"GET a\r\nHELLO 3\r\nGET b\r\nPING\r\n"[..]);
+        let mut pending = Vec::new();
+        assert!(!plan_input(&mut input, &requests, &gateway, id, &mut pending), "nothing closes");
+        let versions: Vec<RespVersion> = pending
+            .iter()
+            .map(|p| match p {
+                Pending::Ready(_, version) | Pending::Waiting(_, _, version) => *version,
+            })
+            .collect();
+        let (two, three) = (RespVersion::Resp2, RespVersion::Resp3);
+        assert_eq!(versions, vec![two, three, three, three]);
+        assert!(matches!(&pending[1], Pending::Ready(Reply::Map(_), _)));
+        assert!(matches!(&pending[2], Pending::Waiting(..)));
+    }
+
+    #[test]
     fn results_become_redis_replies() {
         assert_eq!(reply(Outcome::Done(CommandResult::Nil), Shape::Plain), Reply::Bulk(None));
         assert_eq!(reply(Outcome::Done(CommandResult::Integer(2)), Shape::Ok), Reply::Simple("OK"));
