@@ -156,12 +156,34 @@ fn plan_gateway(name: &str, rest: &[Bytes], context: &mut Context) -> Action {
         "SELECT" => error("ERR DB index is out of range"),
         "CLIENT" => session::client(rest, context),
         "CONFIG" => session::config(rest, context.facts),
-        "COMMAND" => match rest.first().map(|s| s.to_ascii_uppercase()) {
-            Some(sub) if sub == b"COUNT" => Action::Reply(Reply::Integer(table::COMMANDS.len() as i64)),
-            _ => Action::Reply(Reply::Array(Vec::new())),
-        },
+        "COMMAND" => command(rest),
         "INFO" => session::info(rest, context),
         _ => error(format!("ERR unknown command '{name}'")),
+    }
+}
+
+/// `COMMAND COUNT` and `COMMAND LIST [FILTERBY PATTERN p]` from the table. `COMMAND`, `COMMAND
+/// INFO` and `COMMAND DOCS` answer an empty list: the table has no key positions or flags yet,
+/// and an empty answer is what clients cope with (redis-cli then shows no hints).
+fn command(rest: &[Bytes]) -> Action {
+    let sub = rest.first().map(|s| String::from_utf8_lossy(s).to_ascii_uppercase());
+    let names = |pattern: &[u8]| {
+        let names = table::COMMANDS.iter().map(|spec| spec.name.to_ascii_lowercase());
+        let matching = names.filter(|name| session::glob_match(pattern, name.as_bytes()));
+        Action::Reply(Reply::Array(matching.map(|name| Some(Bytes::from(name))).collect()))
+    };
+    match (sub.as_deref(), rest.len()) {
+        (Some("COUNT"), 1) => Action::Reply(Reply::Integer(table::COMMANDS.len() as i64)),
+        (Some("LIST"), 1) => names(b"*"),
+        (Some("LIST"), 4) if rest[1].eq_ignore_ascii_case(b"FILTERBY") && rest[2].eq_ignore_ascii_case(b"PATTERN") => {
+            names(&rest[3].to_ascii_lowercase())
+        }
+        (Some("LIST"), _) => error("ERR syntax error"),
+        (None | Some("INFO" | "DOCS"), _) => Action::Reply(Reply::Array(Vec::new())),
+        (Some("COUNT"), _) => wrong_args("command|count"),
+        (Some(_), _) => {
+            error(format!("ERR unknown subcommand '{}'. Try COMMAND HELP.", String::from_utf8_lossy(&rest[0])))
+        }
     }
 }
 
@@ -466,6 +488,22 @@ pub(crate) mod tests {
         assert_eq!(versions, vec![two, three, three, three]);
         assert!(matches!(&pending[1], Pending::Ready(Reply::Map(_), _)));
         assert!(matches!(&pending[2], Pending::Waiting(..)));
+    }
+
+    #[test]
+    fn command_count_and_list_come_from_the_table() {
+        let count = table::COMMANDS.len() as i64;
+        assert_eq!(plan_words("COMMAND COUNT"), Action::Reply(Reply::Integer(count)));
+        let Action::Reply(Reply::Array(names)) = plan_words("COMMAND LIST") else { panic!("a list") };
+        assert_eq!(names.len() as i64, count);
+        assert!(names.contains(&Some(Bytes::from("hello"))));
+        let Action::Reply(Reply::Array(names)) = plan_words("COMMAND LIST FILTERBY PATTERN h*") else {
+            panic!("a list")
+        };
+        assert!(names.iter().flatten().all(|name| name.starts_with(b"h")) && names.len() >= 6);
+        assert!(
+            matches!(plan_words("COMMAND GETKEYS get k"), Action::Reply(Reply::Error(e)) if e.contains("unknown subcommand"))
+        );
     }
 
     #[test]

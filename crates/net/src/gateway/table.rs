@@ -63,7 +63,11 @@ pub const COMMANDS: &[CommandSpec] = &[
         -2,
         "`CONFIG GET pattern ...` of the parameters ordo has; `CONFIG SET` is an error; `CONFIG RESETSTAT`",
     ),
-    container("COMMAND", -1, "`COMMAND COUNT` (this table's size); `COMMAND` and `COMMAND DOCS` answer an empty list"),
+    container(
+        "COMMAND",
+        -1,
+        "`COMMAND COUNT`, `COMMAND LIST [FILTERBY PATTERN p]` (this table); `COMMAND`, `COMMAND INFO` and `COMMAND DOCS` answer an empty list",
+    ),
     gateway("INFO", -1, "`INFO [section ...]`: server, clients, replication, keyspace and the `ordo` section"),
     replicated("GET", 2, "`GET key`"),
     replicated("SET", -3, "`SET key value [NX|XX]` (expiry options are refused)"),
