@@ -5,6 +5,10 @@
 //! - `redis_clients_work_for_every_protocol`: SET/GET and the other supported commands, a
 //!   garbage-sending client that is disconnected without harming a well-behaved one, and (when
 //!   installed) a short redis-benchmark run without errors.
+//! - `redis_clients_speak_resp3`: a client library in RESP3 (it sends `HELLO 3` on connect, as
+//!   redis-py 8, go-redis v9 and node-redis do by default) gets RESP3 types (maps, nulls,
+//!   verbatim text), truthful CLIENT and CONFIG answers, and the `# ordo` INFO section; a raw
+//!   `HELLO 3` gets Redis' map byte for byte.
 //! - `leader_crash_under_load_for_every_protocol`: writers and readers run while the busiest
 //!   replica (the leader, for leader-based protocols) is killed with SIGKILL; the cluster must
 //!   keep completing operations, the recorded history must be linearizable (so no acknowledged
@@ -95,6 +99,68 @@ fn redis_clients_work_for_every_protocol() {
         }
         eprintln!("{protocol}: Redis client checks passed in {:.1}s", started.elapsed().as_secs_f64());
     }
+}
+
+#[test]
+fn redis_clients_speak_resp3() {
+    // Goal: a Redis client at RESP3 works against a real cluster and sees Redis' RESP3 types.
+    // Method: redis-rs with `protocol=resp3` (it sends HELLO 3 and CLIENT SETINFO on connect)
+    // against a 3-replica Multi-Paxos cluster, reading raw `redis::Value`s; then HELLO 3 on a
+    // raw socket, compared byte for byte with the map redis-server sends.
+    use redis::Value;
+    let cluster = Cluster::start("multipaxos", 3, 8, FIRST_PORT);
+    let client = redis::Client::open(format!("redis://127.0.0.1:{}/?protocol=resp3", cluster.redis_port)).expect("url");
+    let mut redis = client.get_connection_with_timeout(Duration::from_secs(5)).expect("connects with HELLO 3");
+    redis.set_read_timeout(Some(Duration::from_secs(15))).expect("timeout");
+    let query = |redis: &mut redis::Connection, words: &[&str]| -> Value {
+        let mut command = redis::cmd(words[0]);
+        for word in &words[1..] {
+            command.arg(*word);
+        }
+        command.query(redis).unwrap_or_else(|e| panic!("{words:?}: {e}"))
+    };
+    assert_eq!(query(&mut redis, &["SET", "greeting", "hello"]), Value::Okay);
+    assert_eq!(query(&mut redis, &["GET", "greeting"]), Value::BulkString(b"hello".to_vec()));
+    assert_eq!(query(&mut redis, &["GET", "absent"]), Value::Nil);
+    assert_eq!(query(&mut redis, &["HSET", "h", "f", "1"]), Value::Int(1));
+    let map = |pairs: &[(&str, &str)]| {
+        Value::Map(
+            pairs
+                .iter()
+                .map(|(k, v)| (Value::BulkString(k.as_bytes().to_vec()), Value::BulkString(v.as_bytes().to_vec())))
+                .collect(),
+        )
+    };
+    assert_eq!(query(&mut redis, &["HGETALL", "h"]), map(&[("f", "1")]));
+    assert_eq!(query(&mut redis, &["HGETALL", "none"]), map(&[]));
+    assert_eq!(query(&mut redis, &["CONFIG", "GET", "maxclients"]), map(&[("maxclients", "1024")]));
+    let error =
+        redis::cmd("CONFIG").arg("SET").arg("maxmemory").arg("1").query::<Value>(&mut redis).expect_err("refused");
+    assert!(error.to_string().contains("Unknown option"), "{error}");
+    assert_eq!(query(&mut redis, &["CLIENT", "SETNAME", "resp3-test"]), Value::Okay);
+    let Value::Int(id) = query(&mut redis, &["CLIENT", "ID"]) else { panic!("CLIENT ID is an integer") };
+    let Value::VerbatimString { text, .. } = query(&mut redis, &["CLIENT", "LIST"]) else {
+        panic!("CLIENT LIST is text")
+    };
+    let mine = text.lines().find(|l| l.starts_with(&format!("id={id} "))).unwrap_or_else(|| panic!("listed: {text}"));
+    assert!(
+        mine.contains(" name=resp3-test ") && mine.contains(" resp=3 ") && mine.contains(" lib-name=redis-rs "),
+        "{mine}"
+    );
+    let Value::VerbatimString { text, .. } = query(&mut redis, &["INFO"]) else { panic!("INFO is text") };
+    assert!(text.contains("# ordo\r\nordo_protocol:multipaxos\r\n") && text.contains("ordo_replicas:3\r\n"), "{text}");
+
+    let mut raw = TcpStream::connect(("127.0.0.1", cluster.redis_port)).expect("connect");
+    raw.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
+    raw.write_all(b"HELLO 3\r\nGET absent\r\nQUIT\r\n").expect("write");
+    let mut reply = Vec::new();
+    raw.read_to_end(&mut reply).expect("closed after QUIT");
+    let reply = String::from_utf8_lossy(&reply);
+    assert!(
+        reply.starts_with("%7\r\n$6\r\nserver\r\n$5\r\nredis\r\n$7\r\nversion\r\n$5\r\n7.2.0\r\n$5\r\nproto\r\n:3\r\n"),
+        "{reply}"
+    );
+    assert!(reply.ends_with("$7\r\nmodules\r\n*0\r\n_\r\n+OK\r\n"), "{reply}");
 }
 
 /// A short redis-benchmark run (pipelined), when redis-benchmark is installed.

@@ -1,20 +1,32 @@
-//! The Redis gateway: RESP2 connections whose commands become replicated `Command`s run by the
-//! host's pool of protocol client nodes. Replies go back in request order per connection, so
-//! pipelining works; a connection that sends malformed RESP gets an error and is closed, and
-//! nothing it sent reaches other connections.
+//! The Redis gateway: RESP2 and RESP3 connections whose commands become replicated `Command`s
+//! run by the host's pool of protocol client nodes. Replies go back in request order per
+//! connection, so pipelining works; a connection that sends malformed RESP gets an error and is
+//! closed, and nothing it sent reaches other connections.
+//!
+//! - [`table`]: every command the gateway knows, with its arity; dispatch, `COMMAND COUNT` and
+//!   the docs' command lists come from it.
+//! - [`session`]: per-connection state (id, name, RESP version) and the commands the gateway
+//!   answers itself: HELLO, AUTH, CLIENT, CONFIG, INFO.
 //!
 //! SET's EX/PX/EXAT/PXAT/KEEPTTL options are rejected with an error: expiry is not part of the
 //! replicated state machine (a deterministic expiry would need the command to carry a
 //! timestamp chosen by the gateway).
 
+pub mod session;
+pub mod table;
+
 use crate::host::{Outcome, Request};
-use crate::resp::{self, Reply};
+use crate::resp::{self, Reply, RespVersion};
 use bytes::{Bytes, BytesMut};
 use ordo_core::command::SetCondition;
 use ordo_core::{Command, CommandResult};
-use std::cell::Cell;
+use session::{Clients, Context, ServerFacts};
+use std::cell::RefCell;
 use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
 use std::rc::Rc;
+use std::time::Instant;
+use table::Kind;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot};
@@ -29,7 +41,7 @@ pub enum Shape {
     Plain,
     /// HMSET: `+OK` whatever the count.
     Ok,
-    /// HGETALL: an array without nils.
+    /// HGETALL: field/value pairs, a map (RESP3) or a flat array (RESP2).
     Pairs,
 }
 
@@ -56,75 +68,154 @@ fn integer(bytes: &Bytes) -> Option<i64> {
     std::str::from_utf8(bytes).ok()?.parse().ok()
 }
 
-const INFO: &str =
-    "# Server\r\nredis_version:7.0.0\r\nordo_gateway:1\r\nredis_mode:standalone\r\n# Clients\r\n# Keyspace\r\n";
+/// A gateway: its facts and its open connections, shared by the connection tasks of its one
+/// thread.
+pub struct Gateway {
+    facts: ServerFacts,
+    clients: RefCell<Clients>,
+    started: Instant,
+}
 
-/// Maps one request's words to an action.
-pub fn plan(args: &[Bytes]) -> Action {
-    let Some(name) = args.first() else { return Action::Reply(Reply::Error("ERR empty command".into())) };
+impl Gateway {
+    /// A gateway with no connection yet.
+    pub fn new(facts: ServerFacts) -> Gateway {
+        Gateway { facts, clients: RefCell::new(Clients::default()), started: Instant::now() }
+    }
+
+    /// Registers a connection; returns its id.
+    pub fn open(&self, peer: SocketAddr, local: SocketAddr, fd: i32) -> u64 {
+        self.clients.borrow_mut().open(peer, local, fd, Instant::now())
+    }
+
+    /// Forgets a closed connection.
+    pub fn close(&self, id: u64) {
+        self.clients.borrow_mut().close(id);
+    }
+
+    /// The reply protocol of connection `id`.
+    pub fn version(&self, id: u64) -> RespVersion {
+        self.clients.borrow().session(id).map_or(RespVersion::Resp2, |session| session.version)
+    }
+
+    /// Maps one request of connection `id` to an action.
+    pub fn plan(&self, id: u64, args: &[Bytes]) -> Action {
+        let now = Instant::now();
+        let mut clients = self.clients.borrow_mut();
+        // Before planning, as Redis does: CLIENT INFO shows itself as the last command.
+        clients.touch(id, shown_name(args), now);
+        let mut context = Context { facts: &self.facts, clients: &mut clients, id, started: self.started, now };
+        plan(args, &mut context)
+    }
+}
+
+/// The command's name as CLIENT LIST's `cmd=` shows it: lower case, `client|list` for a
+/// subcommand, `NULL` before the first known command.
+fn shown_name(args: &[Bytes]) -> String {
+    let Some(spec) = args.first().and_then(|name| table::lookup(&String::from_utf8_lossy(name).to_ascii_uppercase()))
+    else {
+        return "NULL".into();
+    };
+    let name = spec.name.to_ascii_lowercase();
+    match args.get(1).filter(|_| spec.has_subcommands) {
+        Some(sub) => format!("{name}|{}", String::from_utf8_lossy(sub).to_ascii_lowercase()),
+        None => name,
+    }
+}
+
+/// Maps one request's words to an action: the table decides whether the command exists and has
+/// the right number of words; then the gateway answers it or plans its replicated command.
+pub fn plan(args: &[Bytes], context: &mut Context) -> Action {
+    let Some(name) = args.first() else { return error("ERR empty command") };
     let upper = String::from_utf8_lossy(name).to_ascii_uppercase();
+    let Some(spec) = table::lookup(&upper) else {
+        let shown: String = String::from_utf8_lossy(name).chars().take(64).collect();
+        return error(format!("ERR unknown command '{shown}'"));
+    };
+    if !spec.arity_fits(args.len()) {
+        return wrong_args(&upper);
+    }
     let rest = &args[1..];
-    let key = |i: usize| rest[i].clone();
-    match upper.as_str() {
+    match spec.kind {
+        Kind::Gateway => plan_gateway(spec.name, rest, context),
+        Kind::Replicated => plan_replicated(spec.name, rest),
+    }
+}
+
+fn plan_gateway(name: &str, rest: &[Bytes], context: &mut Context) -> Action {
+    match name {
+        "HELLO" => session::hello(rest, context),
+        "AUTH" => session::auth(rest),
         "PING" => match rest.len() {
             0 => Action::Reply(Reply::Simple("PONG")),
-            1 => Action::Reply(Reply::Bulk(Some(key(0)))),
-            _ => wrong_args(&upper),
+            1 => Action::Reply(Reply::Bulk(Some(rest[0].clone()))),
+            _ => wrong_args(name),
         },
-        "ECHO" if rest.len() == 1 => Action::Reply(Reply::Bulk(Some(key(0)))),
+        "ECHO" => Action::Reply(Reply::Bulk(Some(rest[0].clone()))),
         "QUIT" => Action::Close(Reply::Simple("OK")),
-        "SELECT" if rest.len() == 1 => {
-            if rest[0].as_ref() == b"0" {
-                Action::Reply(Reply::Simple("OK"))
-            } else {
-                error("ERR DB index is out of range")
-            }
+        "SELECT" if rest[0].as_ref() == b"0" => Action::Reply(Reply::Simple("OK")),
+        "SELECT" => error("ERR DB index is out of range"),
+        "CLIENT" => session::client(rest, context),
+        "CONFIG" => session::config(rest, context.facts),
+        "COMMAND" => command(rest),
+        "INFO" => session::info(rest, context),
+        _ => error(format!("ERR unknown command '{name}'")),
+    }
+}
+
+/// `COMMAND COUNT` and `COMMAND LIST [FILTERBY PATTERN p]` from the table. `COMMAND`, `COMMAND
+/// INFO` and `COMMAND DOCS` answer an empty list: the table has no key positions or flags yet,
+/// and an empty answer is what clients cope with (redis-cli then shows no hints).
+fn command(rest: &[Bytes]) -> Action {
+    let sub = rest.first().map(|s| String::from_utf8_lossy(s).to_ascii_uppercase());
+    let names = |pattern: &[u8]| {
+        let names = table::COMMANDS.iter().map(|spec| spec.name.to_ascii_lowercase());
+        let matching = names.filter(|name| session::glob_match(pattern, name.as_bytes()));
+        Action::Reply(Reply::Array(matching.map(|name| Some(Bytes::from(name))).collect()))
+    };
+    match (sub.as_deref(), rest.len()) {
+        (Some("COUNT"), 1) => Action::Reply(Reply::Integer(table::COMMANDS.len() as i64)),
+        (Some("LIST"), 1) => names(b"*"),
+        (Some("LIST"), 4) if rest[1].eq_ignore_ascii_case(b"FILTERBY") && rest[2].eq_ignore_ascii_case(b"PATTERN") => {
+            names(&rest[3].to_ascii_lowercase())
         }
-        "CONFIG" => match rest.first().map(|s| s.to_ascii_uppercase()) {
-            Some(sub) if sub == b"GET" => Action::Reply(Reply::Array(Vec::new())),
-            Some(sub) if sub == b"SET" || sub == b"RESETSTAT" => Action::Reply(Reply::Simple("OK")),
-            _ => error("ERR unknown CONFIG subcommand"),
-        },
-        "COMMAND" => match rest.first().map(|s| s.to_ascii_uppercase()) {
-            Some(sub) if sub == b"COUNT" => Action::Reply(Reply::Integer(0)),
-            _ => Action::Reply(Reply::Array(Vec::new())),
-        },
-        "INFO" => Action::Reply(Reply::Bulk(Some(Bytes::from_static(INFO.as_bytes())))),
-        "CLIENT" => Action::Reply(Reply::Simple("OK")),
-        "GET" if rest.len() == 1 => Action::Replicate(Command::Get { key: key(0) }, Shape::Plain),
-        "SET" if rest.len() >= 2 => plan_set(rest),
-        "DEL" if !rest.is_empty() => Action::Replicate(Command::Del { keys: rest.to_vec() }, Shape::Plain),
-        "EXISTS" if !rest.is_empty() => Action::Replicate(Command::Exists { keys: rest.to_vec() }, Shape::Plain),
-        "INCR" if rest.len() == 1 => Action::Replicate(Command::IncrBy { key: key(0), delta: 1 }, Shape::Plain),
-        "DECR" if rest.len() == 1 => Action::Replicate(Command::IncrBy { key: key(0), delta: -1 }, Shape::Plain),
-        "INCRBY" | "DECRBY" if rest.len() == 2 => match integer(&rest[1]) {
-            Some(delta) if upper == "INCRBY" => Action::Replicate(Command::IncrBy { key: key(0), delta }, Shape::Plain),
-            Some(delta) if delta != i64::MIN => {
-                Action::Replicate(Command::IncrBy { key: key(0), delta: -delta }, Shape::Plain)
-            }
+        (Some("LIST"), _) => error("ERR syntax error"),
+        (None | Some("INFO" | "DOCS"), _) => Action::Reply(Reply::Array(Vec::new())),
+        (Some("COUNT"), _) => wrong_args("command|count"),
+        (Some(_), _) => {
+            error(format!("ERR unknown subcommand '{}'. Try COMMAND HELP.", String::from_utf8_lossy(&rest[0])))
+        }
+    }
+}
+
+fn plan_replicated(name: &str, rest: &[Bytes]) -> Action {
+    let key = |i: usize| rest[i].clone();
+    let plain = |command| Action::Replicate(command, Shape::Plain);
+    match name {
+        "GET" => plain(Command::Get { key: key(0) }),
+        "SET" => plan_set(rest),
+        "DEL" => plain(Command::Del { keys: rest.to_vec() }),
+        "EXISTS" => plain(Command::Exists { keys: rest.to_vec() }),
+        "INCR" => plain(Command::IncrBy { key: key(0), delta: 1 }),
+        "DECR" => plain(Command::IncrBy { key: key(0), delta: -1 }),
+        "INCRBY" | "DECRBY" => match integer(&rest[1]) {
+            Some(delta) if name == "INCRBY" => plain(Command::IncrBy { key: key(0), delta }),
+            Some(delta) if delta != i64::MIN => plain(Command::IncrBy { key: key(0), delta: -delta }),
             _ => error("ERR value is not an integer or out of range"),
         },
-        "APPEND" if rest.len() == 2 => Action::Replicate(Command::Append { key: key(0), value: key(1) }, Shape::Plain),
-        "MGET" if !rest.is_empty() => Action::Replicate(Command::MGet { keys: rest.to_vec() }, Shape::Plain),
-        "MSET" if !rest.is_empty() && rest.len().is_multiple_of(2) => Action::Replicate(
-            Command::MSet { pairs: rest.chunks(2).map(|p| (p[0].clone(), p[1].clone())).collect() },
-            Shape::Plain,
-        ),
-        "HSET" | "HMSET" if rest.len() >= 3 && rest.len() % 2 == 1 => Action::Replicate(
+        "APPEND" => plain(Command::Append { key: key(0), value: key(1) }),
+        "MGET" => plain(Command::MGet { keys: rest.to_vec() }),
+        "MSET" if rest.len().is_multiple_of(2) => {
+            plain(Command::MSet { pairs: rest.chunks(2).map(|p| (p[0].clone(), p[1].clone())).collect() })
+        }
+        "HSET" | "HMSET" if rest.len() % 2 == 1 => Action::Replicate(
             Command::HSet { key: key(0), fields: rest[1..].chunks(2).map(|p| (p[0].clone(), p[1].clone())).collect() },
-            if upper == "HMSET" { Shape::Ok } else { Shape::Plain },
+            if name == "HMSET" { Shape::Ok } else { Shape::Plain },
         ),
-        "HGET" if rest.len() == 2 => Action::Replicate(Command::HGet { key: key(0), field: key(1) }, Shape::Plain),
-        "HGETALL" if rest.len() == 1 => Action::Replicate(Command::HGetAll { key: key(0) }, Shape::Pairs),
-        "HDEL" if rest.len() >= 2 => {
-            Action::Replicate(Command::HDel { key: key(0), fields: rest[1..].to_vec() }, Shape::Plain)
-        }
-        "GET" | "SET" | "DEL" | "EXISTS" | "INCR" | "DECR" | "INCRBY" | "DECRBY" | "APPEND" | "MGET" | "MSET"
-        | "HSET" | "HMSET" | "HGET" | "HGETALL" | "HDEL" | "ECHO" | "SELECT" => wrong_args(&upper),
-        _ => {
-            let shown: String = String::from_utf8_lossy(name).chars().take(64).collect();
-            error(format!("ERR unknown command '{shown}'"))
-        }
+        "HGET" => plain(Command::HGet { key: key(0), field: key(1) }),
+        "HGETALL" => Action::Replicate(Command::HGetAll { key: key(0) }, Shape::Pairs),
+        "HDEL" => plain(Command::HDel { key: key(0), fields: rest[1..].to_vec() }),
+        "MSET" | "HSET" | "HMSET" => wrong_args(name),
+        _ => error(format!("ERR unknown command '{name}'")),
     }
 }
 
@@ -158,48 +249,100 @@ pub fn reply(outcome: Outcome, shape: Shape) -> Reply {
         }
         (_, Shape::Ok) => Reply::Simple("OK"),
         (CommandResult::Ok, _) => Reply::Simple("OK"),
-        (CommandResult::Nil, Shape::Pairs) => Reply::Array(Vec::new()),
+        (CommandResult::Nil, Shape::Pairs) => Reply::Map(Vec::new()),
         (CommandResult::Nil, _) => Reply::Bulk(None),
         (CommandResult::Value(value), _) => Reply::Bulk(Some(value)),
         (CommandResult::Integer(n), _) => Reply::Integer(n),
         (CommandResult::Values(values), Shape::Pairs) => {
-            Reply::Array(values.into_iter().filter(Option::is_some).collect())
+            let present: Vec<Bytes> = values.into_iter().flatten().collect();
+            Reply::Map(
+                present
+                    .chunks_exact(2)
+                    .map(|p| (Reply::Bulk(Some(p[0].clone())), Reply::Bulk(Some(p[1].clone()))))
+                    .collect(),
+            )
         }
         (CommandResult::Values(values), _) => Reply::Array(values),
     }
 }
 
+/// A reply in request order: ready, or waiting for the protocol; with the RESP version the
+/// connection spoke when the request was planned (a pipelined HELLO changes it for later ones).
 enum Pending {
-    Ready(Reply),
-    Waiting(oneshot::Receiver<Outcome>, Shape),
+    Ready(Reply, RespVersion),
+    Waiting(oneshot::Receiver<Outcome>, Shape, RespVersion),
 }
 
 /// Serves Redis connections on `address`, sending commands to the host through `requests`.
-pub async fn serve(
-    address: SocketAddr,
-    requests: mpsc::Sender<Request>,
-    connections_max: usize,
-) -> std::io::Result<()> {
+pub async fn serve(address: SocketAddr, requests: mpsc::Sender<Request>, facts: ServerFacts) -> std::io::Result<()> {
     let listener = TcpListener::bind(address).await?;
-    let open = Rc::new(Cell::new(0usize));
+    let connections_max = facts.connections_max;
+    let gateway = Rc::new(Gateway::new(facts));
     loop {
-        let Ok((mut stream, _)) = listener.accept().await else { continue };
+        let Ok((mut stream, peer)) = listener.accept().await else { continue };
         let _ = stream.set_nodelay(true);
-        if open.get() >= connections_max {
+        if gateway.clients.borrow().len() >= connections_max {
             let _ = stream.write_all(b"-ERR max number of clients reached\r\n").await;
             continue;
         }
-        open.set(open.get() + 1);
+        let local = stream.local_addr().unwrap_or(address);
+        let id = gateway.open(peer, local, stream.as_raw_fd());
         let requests = requests.clone();
-        let open = open.clone();
+        let gateway = gateway.clone();
         tokio::task::spawn_local(async move {
-            let _ = connection(&mut stream, requests).await;
-            open.set(open.get() - 1);
+            let _ = connection(&mut stream, requests, &gateway, id).await;
+            gateway.close(id);
         });
     }
 }
 
-async fn connection(stream: &mut TcpStream, requests: mpsc::Sender<Request>) -> std::io::Result<()> {
+/// Plans every complete request in `input` into `pending`; true when the connection must close
+/// after replying (QUIT, malformed input).
+fn plan_input(
+    input: &mut BytesMut,
+    requests: &mpsc::Sender<Request>,
+    gateway: &Gateway,
+    id: u64,
+    pending: &mut Vec<Pending>,
+) -> bool {
+    loop {
+        let args = match resp::parse(input) {
+            Ok(None) => return false,
+            Ok(Some(args)) if args.is_empty() => continue,
+            Ok(Some(args)) => args,
+            Err(error) => {
+                pending.push(Pending::Ready(Reply::Error(format!("ERR {error}")), gateway.version(id)));
+                return true;
+            }
+        };
+        let action = gateway.plan(id, &args);
+        // Planned first: HELLO's own reply is in the version it chose.
+        let version = gateway.version(id);
+        match action {
+            Action::Reply(reply) => pending.push(Pending::Ready(reply, version)),
+            Action::Close(reply) => {
+                pending.push(Pending::Ready(reply, version));
+                return true;
+            }
+            Action::Replicate(command, shape) => {
+                let (reply, receiver) = oneshot::channel();
+                match requests.try_send(Request { command, reply }) {
+                    Ok(()) => pending.push(Pending::Waiting(receiver, shape, version)),
+                    Err(_) => {
+                        pending.push(Pending::Ready(Reply::Error("BUSY the gateway is overloaded".into()), version))
+                    }
+                }
+            }
+        }
+    }
+}
+
+async fn connection(
+    stream: &mut TcpStream,
+    requests: mpsc::Sender<Request>,
+    gateway: &Gateway,
+    id: u64,
+) -> std::io::Result<()> {
     let mut input = BytesMut::with_capacity(16 * 1024);
     let mut output = Vec::with_capacity(16 * 1024);
     let mut pending: Vec<Pending> = Vec::new();
@@ -207,45 +350,21 @@ async fn connection(stream: &mut TcpStream, requests: mpsc::Sender<Request>) -> 
         if stream.read_buf(&mut input).await? == 0 {
             return Ok(());
         }
-        let mut close = false;
-        loop {
-            match resp::parse(&mut input) {
-                Ok(None) => break,
-                Ok(Some(args)) if args.is_empty() => continue,
-                Ok(Some(args)) => match plan(&args) {
-                    Action::Reply(reply) => pending.push(Pending::Ready(reply)),
-                    Action::Close(reply) => {
-                        pending.push(Pending::Ready(reply));
-                        close = true;
-                        break;
-                    }
-                    Action::Replicate(command, shape) => {
-                        let (reply, receiver) = oneshot::channel();
-                        match requests.try_send(Request { command, reply }) {
-                            Ok(()) => pending.push(Pending::Waiting(receiver, shape)),
-                            Err(_) => {
-                                pending.push(Pending::Ready(Reply::Error("BUSY the gateway is overloaded".into())))
-                            }
-                        }
-                    }
-                },
-                Err(error) => {
-                    pending.push(Pending::Ready(Reply::Error(format!("ERR {error}"))));
-                    close = true;
-                    break;
-                }
-            }
-        }
+        let mut close = plan_input(&mut input, &requests, gateway, id, &mut pending);
         if input.len() > INPUT_MAX {
-            pending.push(Pending::Ready(Reply::Error("ERR Protocol error: request too large".into())));
+            pending.push(Pending::Ready(
+                Reply::Error("ERR Protocol error: request too large".into()),
+                gateway.version(id),
+            ));
             close = true;
         }
         for item in pending.drain(..) {
-            let reply = match item {
-                Pending::Ready(reply) => reply,
-                Pending::Waiting(receiver, shape) => reply(receiver.await.unwrap_or(Outcome::Timeout), shape),
-            };
-            reply.encode(&mut output);
+            match item {
+                Pending::Ready(reply, version) => reply.encode(version, &mut output),
+                Pending::Waiting(receiver, shape, version) => {
+                    reply(receiver.await.unwrap_or(Outcome::Timeout), shape).encode(version, &mut output)
+                }
+            }
         }
         stream.write_all(&output).await?;
         output.clear();
@@ -256,31 +375,135 @@ async fn connection(stream: &mut TcpStream, requests: mpsc::Sender<Request>) -> 
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn words(text: &str) -> Vec<Bytes> {
+    /// Facts of a made-up gateway for the unit tests.
+    pub(crate) fn facts() -> ServerFacts {
+        ServerFacts {
+            protocol: "nezha".into(),
+            node: "gw".into(),
+            replicas: 3,
+            client_nodes: 256,
+            connections_max: 1_024,
+            address: "127.0.0.1:7379".parse().expect("address"),
+        }
+    }
+
+    /// A gateway with one connection open, and that connection's id.
+    pub(crate) fn connected() -> (Gateway, u64) {
+        let gateway = Gateway::new(facts());
+        let id = gateway.open("127.0.0.1:50000".parse().expect("peer"), facts().address, 9);
+        (gateway, id)
+    }
+
+    pub(crate) fn words(text: &str) -> Vec<Bytes> {
         text.split(' ').map(|w| Bytes::from(w.to_string())).collect()
+    }
+
+    fn plan_words(text: &str) -> Action {
+        let (gateway, id) = connected();
+        gateway.plan(id, &words(text))
     }
 
     #[test]
     fn redis_commands_map_to_replicated_commands() {
         // Goal: each supported command becomes the right Command; INCR/DECR are IncrBy,
         // HMSET is HSet; EX is refused clearly; unknown commands are errors.
-        assert_eq!(plan(&words("get k")), Action::Replicate(Command::get("k"), Shape::Plain));
+        assert_eq!(plan_words("get k"), Action::Replicate(Command::get("k"), Shape::Plain));
         assert_eq!(
-            plan(&words("DECR k")),
+            plan_words("DECR k"),
             Action::Replicate(Command::IncrBy { key: "k".into(), delta: -1 }, Shape::Plain)
         );
-        assert!(matches!(plan(&words("HMSET h a 1 b 2")), Action::Replicate(Command::HSet { .. }, Shape::Ok)));
+        assert!(matches!(plan_words("HMSET h a 1 b 2"), Action::Replicate(Command::HSet { .. }, Shape::Ok)));
         assert!(matches!(
-            plan(&words("SET k v NX")),
+            plan_words("SET k v NX"),
             Action::Replicate(Command::Set { condition: SetCondition::IfAbsent, .. }, _)
         ));
-        assert!(matches!(plan(&words("SET k v EX 10")), Action::Reply(Reply::Error(e)) if e.contains("expiry")));
-        assert!(matches!(plan(&words("FLUSHALL")), Action::Reply(Reply::Error(e)) if e.contains("unknown command")));
-        assert!(matches!(plan(&words("GET")), Action::Reply(Reply::Error(e)) if e.contains("wrong number")));
-        assert_eq!(plan(&words("CONFIG GET save")), Action::Reply(Reply::Array(Vec::new())));
+        assert!(matches!(plan_words("SET k v EX 10"), Action::Reply(Reply::Error(e)) if e.contains("expiry")));
+        assert!(matches!(plan_words("FLUSHALL"), Action::Reply(Reply::Error(e)) if e.contains("unknown command")));
+        assert!(matches!(plan_words("GET"), Action::Reply(Reply::Error(e)) if e.contains("wrong number")));
+        assert!(matches!(plan_words("MSET a 1 b"), Action::Reply(Reply::Error(e)) if e.contains("'mset'")));
+        assert!(matches!(plan_words("HSET h a"), Action::Reply(Reply::Error(e)) if e.contains("'hset'")));
+        assert_eq!(plan_words("CONFIG GET save"), Action::Reply(Reply::Map(Vec::new())));
+    }
+
+    #[test]
+    fn every_table_command_is_served() {
+        // Goal: the table and the dispatch agree: no command of the table falls through to
+        // "unknown command". Method: plan each name with enough arguments for its arity.
+        for spec in table::COMMANDS {
+            let mut args = vec![Bytes::from(spec.name)];
+            let words = spec.arity.unsigned_abs() as usize;
+            args.extend((1..words).map(|_| Bytes::from_static(b"0")));
+            let (gateway, id) = connected();
+            let action = gateway.plan(id, &args);
+            assert!(
+                !matches!(&action, Action::Reply(Reply::Error(e)) if e.contains("unknown command")),
+                "{} is in the table but not served: {action:?}",
+                spec.name
+            );
+        }
+    }
+
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(3_000))]
+        #[test]
+        fn planning_never_panics(words in proptest::collection::vec(prop_oneof![
+            proptest::sample::select(vec!["HELLO", "hello", "AUTH", "CLIENT", "CONFIG", "INFO", "COMMAND", "SET", "HSET",
+                "GET", "2", "3", "-1", "AUTH", "SETNAME", "SETINFO", "LIB-NAME", "LIST", "ID", "TYPE", "GET", "SET", "*",
+                "[", "[^", "\\", "default", ""]).prop_map(String::from),
+            ".{0,8}",
+        ], 0..8)) {
+            // Goal: bad input to the gateway's own commands is an error reply, never a panic.
+            // Method: word soups from command and option names, planned on one connection in turn,
+            // each reply encoded in the version the connection then has.
+            let (gateway, id) = connected();
+            let args: Vec<Bytes> = words.into_iter().map(Bytes::from).collect();
+            if let Action::Reply(reply) | Action::Close(reply) = gateway.plan(id, &args) {
+                reply.encode(gateway.version(id), &mut Vec::new());
+            }
+        }
+    }
+
+    #[test]
+    fn a_pipelined_hello_changes_only_the_replies_after_it() {
+        // Goal: each reply is encoded in the version its connection spoke when the request was
+        // read. Method: plan one read holding GET, HELLO 3, GET, PING, and look at the versions
+        // the pending replies carry (the host is a channel nobody reads).
+        let (gateway, id) = connected();
+        let (requests, _host) = mpsc::channel(8);
+        let mut input = BytesMut::from(&b"GET a\r\nHELLO 3\r\nGET b\r\nPING\r\n"[..]);
+        let mut pending = Vec::new();
+        assert!(!plan_input(&mut input, &requests, &gateway, id, &mut pending), "nothing closes");
+        let versions: Vec<RespVersion> = pending
+            .iter()
+            .map(|p| match p {
+                Pending::Ready(_, version) | Pending::Waiting(_, _, version) => *version,
+            })
+            .collect();
+        let (two, three) = (RespVersion::Resp2, RespVersion::Resp3);
+        assert_eq!(versions, vec![two, three, three, three]);
+        assert!(matches!(&pending[1], Pending::Ready(Reply::Map(_), _)));
+        assert!(matches!(&pending[2], Pending::Waiting(..)));
+    }
+
+    #[test]
+    fn command_count_and_list_come_from_the_table() {
+        let count = table::COMMANDS.len() as i64;
+        assert_eq!(plan_words("COMMAND COUNT"), Action::Reply(Reply::Integer(count)));
+        let Action::Reply(Reply::Array(names)) = plan_words("COMMAND LIST") else { panic!("a list") };
+        assert_eq!(names.len() as i64, count);
+        assert!(names.contains(&Some(Bytes::from("hello"))));
+        let Action::Reply(Reply::Array(names)) = plan_words("COMMAND LIST FILTERBY PATTERN h*") else {
+            panic!("a list")
+        };
+        assert!(names.iter().flatten().all(|name| name.starts_with(b"h")) && names.len() >= 6);
+        assert!(
+            matches!(plan_words("COMMAND GETKEYS get k"), Action::Reply(Reply::Error(e)) if e.contains("unknown subcommand"))
+        );
     }
 
     #[test]
@@ -289,5 +512,16 @@ mod tests {
         assert_eq!(reply(Outcome::Done(CommandResult::Integer(2)), Shape::Ok), Reply::Simple("OK"));
         assert!(matches!(reply(Outcome::Done(CommandResult::Error("value is not an integer".into())), Shape::Plain),
             Reply::Error(e) if e.starts_with("ERR ")));
+    }
+
+    #[test]
+    fn hgetall_is_a_map() {
+        // Goal: HGETALL's pairs are a RESP3 map (a flat array in RESP2), an absent hash an empty map.
+        let values = vec![Some(Bytes::from("f")), Some(Bytes::from("1"))];
+        assert_eq!(
+            reply(Outcome::Done(CommandResult::Values(values)), Shape::Pairs),
+            Reply::Map(vec![(Reply::text("f"), Reply::text("1"))])
+        );
+        assert_eq!(reply(Outcome::Done(CommandResult::Nil), Shape::Pairs), Reply::Map(Vec::new()));
     }
 }

@@ -1,5 +1,6 @@
 //! ordo-net: the real runtime. The same sans-IO nodes the simulator drives, run as processes
-//! over UDP, with real timers, clocks and files, a Redis (RESP2) gateway and Prometheus metrics.
+//! over UDP, with real timers, clocks and files, a Redis (RESP2 and RESP3) gateway and Prometheus
+//! metrics.
 //!
 //! - [`wire`]: versioned datagram format with a checksum, batching and fragmentation.
 //! - [`udp`]: batched UDP I/O (`recvmmsg`, `sendmmsg`).
@@ -9,7 +10,7 @@
 //! - [`storage`]: append-only durable file per node with group commit.
 //! - [`faults`]: the transport's fault shim, driven by the simulator's `FaultPlan`.
 //! - [`host`]: the node host loop, generic over the protocol.
-//! - [`resp`] and [`gateway`]: RESP2 parsing and the Redis-command mapping.
+//! - [`resp`] and [`gateway`]: RESP parsing, RESP2/RESP3 replies and the Redis-command mapping.
 //! - [`metrics`]: Prometheus text and JSON status over HTTP.
 //! - [`node`]: one node process.
 //!

@@ -2,7 +2,8 @@
 //! tokio runtime, the host of the named entry, its metrics endpoint and (for a gateway) its
 //! Redis port, and runs until SIGINT or SIGTERM.
 
-use crate::config::ClusterFile;
+use crate::config::{ClusterFile, FileRole};
+use crate::gateway::session::ServerFacts;
 use crate::host::{Host, HostError, Request};
 use crate::metrics::{self, Metrics};
 use ordo_core::Protocol;
@@ -39,8 +40,15 @@ pub fn run<P: Protocol>(cluster: &ClusterFile, name: &str) -> Result<(), HostErr
                 .await
                 .map_err(|source| HostError::Io { what: format!("bind Redis {address}"), source })?;
             drop(listener);
-            let connections_max = cluster.runtime.connections_max;
-            tokio::task::spawn_local(crate::gateway::serve(address, sender, connections_max));
+            let facts = ServerFacts {
+                protocol: P::NAME.to_string(),
+                node: name.to_string(),
+                replicas: cluster.nodes.iter().filter(|n| n.role == FileRole::Replica).count(),
+                client_nodes: me.clients.unwrap_or(0),
+                connections_max: cluster.runtime.connections_max,
+                address,
+            };
+            tokio::task::spawn_local(crate::gateway::serve(address, sender, facts));
         }
         let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
             .map_err(|source| HostError::Io { what: "SIGTERM handler".into(), source })?;

@@ -1,6 +1,10 @@
-//! RESP2: a hand-written request parser (arrays of bulk strings, and inline commands for telnet
-//! and nc) that handles pipelining, and the reply encoder. Every malformed input is a typed
-//! [`RespError`]; every length is bounded.
+//! RESP: a hand-written request parser (arrays of bulk strings, and inline commands for telnet
+//! and nc) that handles pipelining, and the reply encoder for RESP2 and RESP3. Every malformed
+//! input is a typed [`RespError`]; every length is bounded.
+//!
+//! Requests look the same in both versions; only replies differ. A [`Reply`] is built once, in
+//! the richest shape Redis gives it (a map, a set, a double, a null), and [`Reply::encode`]
+//! lowers it to RESP2 the way Redis does when the connection did not ask for RESP3 with HELLO.
 
 use bytes::{Bytes, BytesMut};
 use thiserror::Error;
@@ -148,8 +152,28 @@ fn split_inline(text: &[u8]) -> Result<Vec<Bytes>, RespError> {
     Ok(words)
 }
 
-/// A reply.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// The reply protocol a connection speaks, chosen with `HELLO 2|3` (RESP2 until then).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RespVersion {
+    /// RESP2: maps and sets become flat arrays, doubles and verbatim text bulk strings, nulls `$-1`.
+    #[default]
+    Resp2,
+    /// RESP3: typed maps (`%`), sets (`~`), doubles (`,`), verbatim strings (`=`) and null (`_`).
+    Resp3,
+}
+
+impl RespVersion {
+    /// The number HELLO and `CLIENT LIST`'s `resp=` field use.
+    pub fn number(self) -> i64 {
+        match self {
+            RespVersion::Resp2 => 2,
+            RespVersion::Resp3 => 3,
+        }
+    }
+}
+
+/// A reply, in the shape Redis gives it under RESP3; [`Reply::encode`] lowers it for RESP2.
+#[derive(Clone, Debug, PartialEq)]
 pub enum Reply {
     /// `+text`
     Simple(&'static str),
@@ -157,58 +181,109 @@ pub enum Reply {
     Error(String),
     /// `:n`
     Integer(i64),
-    /// `$len bytes` or nil.
+    /// `$len bytes`, or a null.
     Bulk(Option<Bytes>),
-    /// `*n` of bulk strings or nils.
+    /// `*n` of bulk strings or nulls.
     Array(Vec<Option<Bytes>>),
     /// `*n` of replies.
     Nested(Vec<Reply>),
+    /// A null array: RESP2 `*-1` (what EXEC answers when a transaction was aborted), RESP3 `_`.
+    NullArray,
+    /// RESP3 `%n` of key/value pairs; RESP2 a flat array of 2n (HGETALL, CONFIG GET, HELLO).
+    Map(Vec<(Reply, Reply)>),
+    /// RESP3 `~n`; RESP2 an array (what Redis does for SMEMBERS and the like).
+    Set(Vec<Reply>),
+    /// RESP3 `,x`; RESP2 the same text as a bulk string. `inf`, `-inf` and `nan` as Redis spells them.
+    Double(f64),
+    /// RESP3 `=len` with the `txt:` format prefix; RESP2 a bulk string (INFO, CLIENT LIST).
+    Verbatim(String),
 }
 
 impl Reply {
-    /// Appends the reply's encoding to `out`.
-    pub fn encode(&self, out: &mut Vec<u8>) {
+    /// A bulk string of `text`.
+    pub fn text(text: impl Into<String>) -> Reply {
+        Reply::Bulk(Some(Bytes::from(text.into())))
+    }
+
+    /// Appends the reply's encoding in `version` to `out`.
+    pub fn encode(&self, version: RespVersion, out: &mut Vec<u8>) {
+        let resp3 = version == RespVersion::Resp3;
         match self {
-            Reply::Simple(text) => {
-                out.push(b'+');
+            Reply::Simple(text) => line(out, b'+', text.as_bytes()),
+            // An error line must not contain CR or LF.
+            Reply::Error(text) => line(
+                out,
+                b'-',
+                &text.bytes().map(|b| if b == b'\r' || b == b'\n' { b' ' } else { b }).collect::<Vec<u8>>(),
+            ),
+            Reply::Integer(n) => line(out, b':', n.to_string().as_bytes()),
+            Reply::Bulk(value) => encode_bulk(value.as_deref(), version, out),
+            Reply::Array(values) => {
+                header(out, b'*', values.len());
+                values.iter().for_each(|v| encode_bulk(v.as_deref(), version, out));
+            }
+            Reply::Nested(replies) => {
+                header(out, b'*', replies.len());
+                replies.iter().for_each(|r| r.encode(version, out));
+            }
+            Reply::NullArray if resp3 => out.extend_from_slice(b"_\r\n"),
+            Reply::NullArray => out.extend_from_slice(b"*-1\r\n"),
+            Reply::Map(pairs) => {
+                if resp3 {
+                    header(out, b'%', pairs.len())
+                } else {
+                    header(out, b'*', 2 * pairs.len())
+                }
+                for (key, value) in pairs {
+                    key.encode(version, out);
+                    value.encode(version, out);
+                }
+            }
+            Reply::Set(members) => {
+                header(out, if resp3 { b'~' } else { b'*' }, members.len());
+                members.iter().for_each(|m| m.encode(version, out));
+            }
+            Reply::Double(value) if resp3 => line(out, b',', format_double(*value).as_bytes()),
+            Reply::Double(value) => encode_bulk(Some(format_double(*value).as_bytes()), version, out),
+            Reply::Verbatim(text) if resp3 => {
+                header(out, b'=', text.len() + 4);
+                out.extend_from_slice(b"txt:");
                 out.extend_from_slice(text.as_bytes());
                 out.extend_from_slice(b"\r\n");
             }
-            Reply::Error(text) => {
-                out.push(b'-');
-                // An error line must not contain CR or LF.
-                out.extend(text.bytes().map(|b| if b == b'\r' || b == b'\n' { b' ' } else { b }));
-                out.extend_from_slice(b"\r\n");
-            }
-            Reply::Integer(n) => {
-                out.push(b':');
-                out.extend_from_slice(n.to_string().as_bytes());
-                out.extend_from_slice(b"\r\n");
-            }
-            Reply::Bulk(value) => encode_bulk(value.as_ref(), out),
-            Reply::Array(values) => {
-                out.push(b'*');
-                out.extend_from_slice(values.len().to_string().as_bytes());
-                out.extend_from_slice(b"\r\n");
-                values.iter().for_each(|v| encode_bulk(v.as_ref(), out));
-            }
-            Reply::Nested(replies) => {
-                out.push(b'*');
-                out.extend_from_slice(replies.len().to_string().as_bytes());
-                out.extend_from_slice(b"\r\n");
-                replies.iter().for_each(|r| r.encode(out));
-            }
+            Reply::Verbatim(text) => encode_bulk(Some(text.as_bytes()), version, out),
         }
     }
 }
 
-fn encode_bulk(value: Option<&Bytes>, out: &mut Vec<u8>) {
+/// Redis' spelling of a double: the shortest text that reads back as the same value (Redis 7.2's
+/// `fpconv_dtoa`; Rust's `Display` gives the same digits), and `inf`, `-inf`, `nan`.
+fn format_double(value: f64) -> String {
+    if value.is_nan() {
+        "nan".into()
+    } else if value.is_infinite() {
+        if value > 0.0 { "inf".into() } else { "-inf".into() }
+    } else {
+        value.to_string()
+    }
+}
+
+fn line(out: &mut Vec<u8>, tag: u8, text: &[u8]) {
+    out.push(tag);
+    out.extend_from_slice(text);
+    out.extend_from_slice(b"\r\n");
+}
+
+fn header(out: &mut Vec<u8>, tag: u8, len: usize) {
+    line(out, tag, len.to_string().as_bytes());
+}
+
+fn encode_bulk(value: Option<&[u8]>, version: RespVersion, out: &mut Vec<u8>) {
     match value {
+        None if version == RespVersion::Resp3 => out.extend_from_slice(b"_\r\n"),
         None => out.extend_from_slice(b"$-1\r\n"),
         Some(bytes) => {
-            out.push(b'$');
-            out.extend_from_slice(bytes.len().to_string().as_bytes());
-            out.extend_from_slice(b"\r\n");
+            header(out, b'$', bytes.len());
             out.extend_from_slice(bytes);
             out.extend_from_slice(b"\r\n");
         }
@@ -251,14 +326,46 @@ mod tests {
         assert_eq!(all(b"set \"a\n"), Err(RespError::Quotes));
     }
 
+    fn encoded(reply: &Reply, version: RespVersion) -> String {
+        let mut out = Vec::new();
+        reply.encode(version, &mut out);
+        String::from_utf8(out).expect("test replies are text")
+    }
+
     #[test]
     fn replies_encode_as_redis_does() {
+        // Goal: RESP2 bytes are what redis-server 7 sends for the same replies.
         let mut out = Vec::new();
-        Reply::Simple("OK").encode(&mut out);
-        Reply::Bulk(None).encode(&mut out);
-        Reply::Array(vec![Some(Bytes::from("a")), None]).encode(&mut out);
-        Reply::Integer(-3).encode(&mut out);
+        Reply::Simple("OK").encode(RespVersion::Resp2, &mut out);
+        Reply::Bulk(None).encode(RespVersion::Resp2, &mut out);
+        Reply::Array(vec![Some(Bytes::from("a")), None]).encode(RespVersion::Resp2, &mut out);
+        Reply::Integer(-3).encode(RespVersion::Resp2, &mut out);
         assert_eq!(out, b"+OK\r\n$-1\r\n*2\r\n$1\r\na\r\n$-1\r\n:-3\r\n");
+        assert_eq!(encoded(&Reply::Error("ERR a\r\nb".into()), RespVersion::Resp3), "-ERR a  b\r\n");
+    }
+
+    #[test]
+    fn resp3_types_encode_as_redis_does_and_lower_to_resp2() {
+        // Goal: each RESP3 type has Redis' RESP3 bytes (checked against redis-server 7.0.15 with
+        // HELLO 3) and Redis' RESP2 lowering. Method: encode each reply in both versions.
+        let map = Reply::Map(vec![(Reply::text("a"), Reply::text("1")), (Reply::text("n"), Reply::Integer(2))]);
+        assert_eq!(encoded(&map, RespVersion::Resp3), "%2\r\n$1\r\na\r\n$1\r\n1\r\n$1\r\nn\r\n:2\r\n");
+        assert_eq!(encoded(&map, RespVersion::Resp2), "*4\r\n$1\r\na\r\n$1\r\n1\r\n$1\r\nn\r\n:2\r\n");
+        let set = Reply::Set(vec![Reply::text("x")]);
+        assert_eq!(encoded(&set, RespVersion::Resp3), "~1\r\n$1\r\nx\r\n");
+        assert_eq!(encoded(&set, RespVersion::Resp2), "*1\r\n$1\r\nx\r\n");
+        assert_eq!(encoded(&Reply::Bulk(None), RespVersion::Resp3), "_\r\n");
+        assert_eq!(encoded(&Reply::Array(vec![None]), RespVersion::Resp3), "*1\r\n_\r\n");
+        assert_eq!(encoded(&Reply::NullArray, RespVersion::Resp3), "_\r\n");
+        assert_eq!(encoded(&Reply::NullArray, RespVersion::Resp2), "*-1\r\n");
+        assert_eq!(encoded(&Reply::Double(1.5), RespVersion::Resp3), ",1.5\r\n");
+        assert_eq!(encoded(&Reply::Double(3.0), RespVersion::Resp2), "$1\r\n3\r\n");
+        assert_eq!(encoded(&Reply::Double(f64::NEG_INFINITY), RespVersion::Resp3), ",-inf\r\n");
+        assert_eq!(encoded(&Reply::Double(f64::NAN), RespVersion::Resp3), ",nan\r\n");
+        assert_eq!(encoded(&Reply::Verbatim("id=1\n".into()), RespVersion::Resp3), "=9\r\ntxt:id=1\n\r\n");
+        assert_eq!(encoded(&Reply::Verbatim("id=1\n".into()), RespVersion::Resp2), "$5\r\nid=1\n\r\n");
+        let nested = Reply::Nested(vec![Reply::Map(Vec::new()), Reply::Bulk(None)]);
+        assert_eq!(encoded(&nested, RespVersion::Resp3), "*2\r\n%0\r\n_\r\n");
     }
 
     proptest! {

@@ -1,0 +1,169 @@
+//! The gateway's command table: every command it knows, with Redis' arity and a one-line
+//! summary. Dispatch looks commands up here first (so a command missing from the table is an
+//! unknown command, whatever the match arms say), `COMMAND COUNT` counts it, and the command
+//! lists in README.md and docs/runtime.md are rendered from it by [`markdown`] (a test fails
+//! when they differ).
+
+/// Who answers a command.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// The gateway itself, from its own and the connection's state; nothing is replicated.
+    Gateway,
+    /// The replicated state machine, through the protocol.
+    Replicated,
+}
+
+/// One command the gateway serves.
+#[derive(Clone, Copy, Debug)]
+pub struct CommandSpec {
+    /// Upper-case name.
+    pub name: &'static str,
+    /// Redis' arity, counting the name: `n` exactly n words, `-n` at least n.
+    pub arity: i32,
+    /// Who answers it.
+    pub kind: Kind,
+    /// True for container commands (CLIENT, CONFIG, COMMAND) whose first argument is a
+    /// subcommand: `CLIENT LIST` shows the last command as `client|list`, as Redis does.
+    pub has_subcommands: bool,
+    /// One line for the docs: the syntax ordo accepts and what it does.
+    pub summary: &'static str,
+}
+
+const fn gateway(name: &'static str, arity: i32, summary: &'static str) -> CommandSpec {
+    CommandSpec { name, arity, kind: Kind::Gateway, has_subcommands: false, summary }
+}
+
+const fn container(name: &'static str, arity: i32, summary: &'static str) -> CommandSpec {
+    CommandSpec { name, arity, kind: Kind::Gateway, has_subcommands: true, summary }
+}
+
+const fn replicated(name: &'static str, arity: i32, summary: &'static str) -> CommandSpec {
+    CommandSpec { name, arity, kind: Kind::Replicated, has_subcommands: false, summary }
+}
+
+/// Every command the gateway serves, connection and server commands first.
+pub const COMMANDS: &[CommandSpec] = &[
+    gateway(
+        "HELLO",
+        -1,
+        "`HELLO [2|3 [AUTH user pass] [SETNAME name]]`: choose RESP2 or RESP3, reply with the server map",
+    ),
+    gateway(
+        "AUTH",
+        -2,
+        "`AUTH [user] pass`: there is no password; the user `default` is accepted, as by Redis without `requirepass`",
+    ),
+    gateway("PING", -1, "`PING [message]`"),
+    gateway("ECHO", 2, "`ECHO message`"),
+    gateway("QUIT", -1, "close the connection"),
+    gateway("SELECT", 2, "`SELECT 0`: there is one database"),
+    container("CLIENT", -2, "`CLIENT ID|GETNAME|SETNAME|INFO|LIST [ID id ...]|SETINFO LIB-NAME|LIB-VER value|HELP`"),
+    container(
+        "CONFIG",
+        -2,
+        "`CONFIG GET pattern ...` of the parameters ordo has; `CONFIG SET` is an error; `CONFIG RESETSTAT`",
+    ),
+    container(
+        "COMMAND",
+        -1,
+        "`COMMAND COUNT`, `COMMAND LIST [FILTERBY PATTERN p]` (this table); `COMMAND`, `COMMAND INFO` and `COMMAND DOCS` answer an empty list",
+    ),
+    gateway("INFO", -1, "`INFO [section ...]`: server, clients, replication, keyspace and the `ordo` section"),
+    replicated("GET", 2, "`GET key`"),
+    replicated("SET", -3, "`SET key value [NX|XX]` (expiry options are refused)"),
+    replicated("DEL", -2, "`DEL key ...`"),
+    replicated("EXISTS", -2, "`EXISTS key ...`"),
+    replicated("INCR", 2, "`INCR key`"),
+    replicated("DECR", 2, "`DECR key`"),
+    replicated("INCRBY", 3, "`INCRBY key delta`"),
+    replicated("DECRBY", 3, "`DECRBY key delta`"),
+    replicated("APPEND", 3, "`APPEND key value`"),
+    replicated("MGET", -2, "`MGET key ...`"),
+    replicated("MSET", -3, "`MSET key value ...`"),
+    replicated("HSET", -4, "`HSET key field value ...`"),
+    replicated("HMSET", -4, "`HMSET key field value ...` (replies `OK`)"),
+    replicated("HGET", 3, "`HGET key field`"),
+    replicated("HGETALL", 2, "`HGETALL key` (a map in RESP3)"),
+    replicated("HDEL", -3, "`HDEL key field ...`"),
+];
+
+/// The table entry of a command, by its upper-case name.
+pub fn lookup(upper: &str) -> Option<&'static CommandSpec> {
+    COMMANDS.iter().find(|spec| spec.name == upper)
+}
+
+impl CommandSpec {
+    /// True when `words` words (the name included) fit the arity.
+    pub fn arity_fits(&self, words: usize) -> bool {
+        let words = words as i64;
+        let arity = i64::from(self.arity);
+        if arity >= 0 { words == arity } else { words >= -arity }
+    }
+}
+
+/// Marks the start of the generated list in a Markdown file.
+pub const DOCS_BEGIN: &str = "<!-- commands: generated from crates/net/src/gateway/table.rs; do not edit -->";
+/// Marks its end.
+pub const DOCS_END: &str = "<!-- end of commands -->";
+
+/// The command list as Markdown: one table, in [`COMMANDS`]' order.
+pub fn markdown() -> String {
+    let mut out = String::from("| command | answered by | syntax and notes |\n|---|---|---|\n");
+    for spec in COMMANDS {
+        let by = match spec.kind {
+            Kind::Gateway => "gateway",
+            Kind::Replicated => "replicated",
+        };
+        // A bar ends a Markdown table cell, even inside a code span, unless escaped.
+        out.push_str(&format!("| `{}` | {by} | {} |\n", spec.name, spec.summary.replace('|', "\\|")));
+    }
+    out
+}
+
+/// `text` with the part between [`DOCS_BEGIN`] and [`DOCS_END`] replaced by [`markdown`];
+/// `None` when the markers are missing.
+pub fn with_generated_list(text: &str) -> Option<String> {
+    let start = text.find(DOCS_BEGIN)? + DOCS_BEGIN.len();
+    let end = start + text[start..].find(DOCS_END)?;
+    Some(format!("{}\n{}{}", &text[..start], markdown(), &text[end..]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    #[test]
+    fn names_are_unique_and_upper_case() {
+        // Goal: a lookup finds exactly one entry, and the docs never list a command twice.
+        for (i, spec) in COMMANDS.iter().enumerate() {
+            assert_eq!(spec.name, spec.name.to_ascii_uppercase());
+            assert!(COMMANDS[i + 1..].iter().all(|other| other.name != spec.name), "{} twice", spec.name);
+            assert_ne!(spec.arity, 0, "{}: Redis arities are never 0", spec.name);
+        }
+        assert!(lookup("GET").is_some_and(|spec| spec.arity_fits(2) && !spec.arity_fits(3)));
+        assert!(lookup("DEL").is_some_and(|spec| spec.arity_fits(5) && !spec.arity_fits(1)));
+    }
+
+    #[test]
+    fn docs_list_the_table() {
+        // Goal: README.md and docs/runtime.md list exactly the commands of this table. Method:
+        // render the list and compare it with the marked part of each file; run with
+        // ORDO_UPDATE_DOCS=1 to rewrite that part instead.
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        for file in ["README.md", "docs/runtime.md"] {
+            let path = root.join(file);
+            let text = std::fs::read_to_string(&path).expect("the docs exist");
+            let expected =
+                with_generated_list(&text).unwrap_or_else(|| panic!("{file} lacks the command-list markers"));
+            if std::env::var_os("ORDO_UPDATE_DOCS").is_some() {
+                std::fs::write(&path, &expected).expect("docs writable");
+            } else {
+                assert!(
+                    text == expected,
+                    "{file}'s command list differs from the gateway's table; rerun with ORDO_UPDATE_DOCS=1"
+                );
+            }
+        }
+    }
+}
