@@ -21,4 +21,7 @@ pub use history::{
     EventKind, HistoryError, HistoryEvent, OpKind, Operation, Outcome, Problem, pair_operations, parse_history,
     validate_history, write_history,
 };
-pub use linearizability::{CheckOptions, CheckStats, Violation, check_linearizable, check_linearizable_with};
+pub use linearizability::{
+    Applied, CheckOptions, CheckStats, Violation, Witness, check_linearizable, check_linearizable_with,
+    check_linearizable_witnessed,
+};

@@ -13,6 +13,7 @@ pub mod network;
 pub mod placement;
 pub mod report;
 mod summary;
+pub mod witness;
 pub mod workload;
 mod world;
 
@@ -40,6 +41,7 @@ pub struct SimRun {
 /// failures (assertions, violations) are in the report.
 pub fn run<P: Protocol>(config: SimConfig) -> Result<SimRun, String> {
     let started = Instant::now();
+    witness::reset();
     let built = catch_unwind(AssertUnwindSafe(|| world::World::<P>::new(config)));
     let mut world =
         built.map_err(|payload| format!("a node panicked while starting: {}", panic_message(payload.as_ref())))??;

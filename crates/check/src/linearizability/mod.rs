@@ -20,11 +20,16 @@ mod frontier;
 mod observers;
 mod slots;
 mod state;
+mod witness;
+
+pub use witness::{Applied, Witness};
 
 #[cfg(test)]
 mod oracle;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_witness;
 #[cfg(test)]
 mod workload;
 
@@ -77,18 +82,22 @@ pub struct CheckStats {
     pub operations_indeterminate: usize,
     /// The largest frontier of any key: a measure of how ambiguous the history was.
     pub configurations_peak: usize,
+    /// Keys proved by a verified witness (`witness.rs`), without a search.
+    pub keys_witnessed: usize,
 }
 
 impl std::fmt::Display for CheckStats {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} operations on {} keys: {} ok, {} failed, {} of unknown outcome; at most {} candidate states for a key",
+            "{} operations on {} keys: {} ok, {} failed, {} of unknown outcome; {} keys proved by the replicas' \
+             order, at most {} candidate states for a searched key",
             self.operations,
             self.keys,
             self.operations_ok,
             self.operations_failed,
             self.operations_indeterminate,
+            self.keys_witnessed,
             self.configurations_peak
         )
     }
@@ -179,6 +188,22 @@ pub fn check_linearizable(events: &[HistoryEvent]) -> Result<CheckStats, Violati
 /// linearizable is reported before a key that is too complex, so that a real violation is never
 /// hidden behind an inconclusive key.
 pub fn check_linearizable_with(events: &[HistoryEvent], options: &CheckOptions) -> Result<CheckStats, Violation> {
+    check(events, None, options)
+}
+
+/// Checks that the history is linearizable, trying first for each key the order in which a
+/// replica applied its writes and appends (`witness`): a key whose order verifies needs no
+/// search; any other key is searched as by [`check_linearizable_with`]. The verdict is the
+/// same as without a witness whenever the search concludes; a witness only spares the search.
+pub fn check_linearizable_witnessed(
+    events: &[HistoryEvent],
+    witness: &Witness,
+    options: &CheckOptions,
+) -> Result<CheckStats, Violation> {
+    check(events, Some(witness), options)
+}
+
+fn check(events: &[HistoryEvent], witness: Option<&Witness>, options: &CheckOptions) -> Result<CheckStats, Violation> {
     let operations = pair(events, |position| position + 1).map_err(Violation::Malformed)?;
     let mut by_key: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
     for (index, operation) in operations.iter().enumerate() {
@@ -187,11 +212,12 @@ pub fn check_linearizable_with(events: &[HistoryEvent], options: &CheckOptions) 
     let mut stats = count_outcomes(&operations);
     stats.keys = by_key.len();
     let keys: Vec<(&str, Vec<usize>)> = by_key.into_iter().collect();
-    let outcomes = check_keys(&operations, &keys, options);
+    let outcomes = check_keys(&operations, &keys, witness, options);
     let mut too_complex = None;
     for ((key, _), outcome) in keys.iter().zip(outcomes) {
         match outcome {
-            Ok(peak) => stats.configurations_peak = stats.configurations_peak.max(peak),
+            Ok(KeyChecked::Witnessed) => stats.keys_witnessed += 1,
+            Ok(KeyChecked::Searched(peak)) => stats.configurations_peak = stats.configurations_peak.max(peak),
             Err(KeyFailure::TooComplex) => _ = too_complex.get_or_insert(key.to_string()),
             Err(KeyFailure::Stuck { operation, states, open }) => {
                 let mut concurrent: Vec<Operation> =
@@ -214,15 +240,23 @@ pub fn check_linearizable_with(events: &[HistoryEvent], options: &CheckOptions) 
 fn check_keys(
     operations: &[OperationView<'_>],
     keys: &[(&str, Vec<usize>)],
+    witness: Option<&Witness>,
     options: &CheckOptions,
-) -> Vec<Result<usize, KeyFailure>> {
+) -> Vec<Result<KeyChecked, KeyFailure>> {
+    let check_one = |(key, indices): &(&str, Vec<usize>)| {
+        let order = witness.and_then(|witness| witness.order(key));
+        if order.is_some_and(|order| witness::verifies(operations, indices, order)) {
+            return Ok(KeyChecked::Witnessed);
+        }
+        check_key(operations, indices, options).map(KeyChecked::Searched)
+    };
     let workers = std::thread::available_parallelism().map_or(1, usize::from).min(keys.len());
     if workers <= 1 {
-        return keys.iter().map(|(_, indices)| check_key(operations, indices, options)).collect();
+        return keys.iter().map(check_one).collect();
     }
     // Workers take the next unchecked key, so that one big key does not leave the others idle.
     let next_key = AtomicUsize::new(0);
-    let mut outcomes: Vec<Option<Result<usize, KeyFailure>>> = (0..keys.len()).map(|_| None).collect();
+    let mut outcomes: Vec<Option<Result<KeyChecked, KeyFailure>>> = (0..keys.len()).map(|_| None).collect();
     std::thread::scope(|scope| {
         let handles: Vec<_> = (0..workers)
             .map(|_| {
@@ -230,8 +264,8 @@ fn check_keys(
                     let mut checked = Vec::new();
                     loop {
                         let index = next_key.fetch_add(1, Ordering::Relaxed);
-                        let Some((_, indices)) = keys.get(index) else { return checked };
-                        checked.push((index, check_key(operations, indices, options)));
+                        let Some(key) = keys.get(index) else { return checked };
+                        checked.push((index, check_one(key)));
                     }
                 })
             })
@@ -257,6 +291,14 @@ fn count_outcomes(operations: &[OperationView<'_>]) -> CheckStats {
         }
     }
     stats
+}
+
+/// How a key was found linearizable.
+enum KeyChecked {
+    /// The replicas' order verified.
+    Witnessed,
+    /// The search concluded, with this peak frontier.
+    Searched(usize),
 }
 
 /// A key's failure in terms of the history's operations (indices into the paired operations).

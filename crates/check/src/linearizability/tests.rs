@@ -6,7 +6,7 @@ use proptest::prelude::*;
 
 /// The two events of an operation on key `k`; `end` is the completion's kind and time, `None`
 /// for an operation never completed.
-fn operation(
+pub(super) fn operation(
     client: u64,
     op: OpKind,
     value: Option<&str>,
@@ -16,7 +16,7 @@ fn operation(
     on_key("k", client, op, value, invoke_ns, end)
 }
 
-fn on_key(
+pub(super) fn on_key(
     key: &str,
     client: u64,
     op: OpKind,
@@ -41,19 +41,19 @@ fn on_key(
     events
 }
 
-fn write(client: u64, value: &str, invoke_ns: u64, ok_ns: u64) -> Vec<HistoryEvent> {
+pub(super) fn write(client: u64, value: &str, invoke_ns: u64, ok_ns: u64) -> Vec<HistoryEvent> {
     operation(client, OpKind::Write, Some(value), invoke_ns, Some((EventKind::Ok, ok_ns)))
 }
 
-fn append(client: u64, value: &str, invoke_ns: u64, ok_ns: u64) -> Vec<HistoryEvent> {
+pub(super) fn append(client: u64, value: &str, invoke_ns: u64, ok_ns: u64) -> Vec<HistoryEvent> {
     operation(client, OpKind::Append, Some(value), invoke_ns, Some((EventKind::Ok, ok_ns)))
 }
 
-fn read(client: u64, result: Option<&str>, invoke_ns: u64, ok_ns: u64) -> Vec<HistoryEvent> {
+pub(super) fn read(client: u64, result: Option<&str>, invoke_ns: u64, ok_ns: u64) -> Vec<HistoryEvent> {
     operation(client, OpKind::Read, result, invoke_ns, Some((EventKind::Ok, ok_ns)))
 }
 
-fn history(parts: Vec<Vec<HistoryEvent>>) -> Vec<HistoryEvent> {
+pub(super) fn history(parts: Vec<Vec<HistoryEvent>>) -> Vec<HistoryEvent> {
     parts.concat()
 }
 
@@ -72,7 +72,7 @@ fn in_time_order(mut events: Vec<HistoryEvent>) -> Vec<HistoryEvent> {
     events
 }
 
-fn passes(events: &[HistoryEvent]) -> bool {
+pub(super) fn passes(events: &[HistoryEvent]) -> bool {
     match check_linearizable(events) {
         Ok(_) => true,
         Err(Violation::NotLinearizable { .. }) => false,
@@ -88,7 +88,7 @@ fn agreed_verdict(events: &[HistoryEvent]) -> bool {
     fast
 }
 
-fn render(events: &[HistoryEvent]) -> String {
+pub(super) fn render(events: &[HistoryEvent]) -> String {
     events.iter().map(HistoryEvent::to_json_line).collect::<Vec<_>>().join("\n")
 }
 
@@ -495,7 +495,7 @@ fn one_million_operations_check_quickly() {
 
 /// One operation of a client's script in the random comparison with the oracle.
 #[derive(Clone, Debug)]
-struct Scripted {
+pub(super) struct Scripted {
     op: u8,
     key: u8,
     value: u8,
@@ -516,11 +516,11 @@ const WRONG_VALUES: [Option<&str>; 5] = [None, Some("a"), Some("b"), Some("ab"),
 
 /// One client's script in the random comparison with the oracle.
 #[derive(Clone, Debug)]
-struct ClientScript {
+pub(super) struct ClientScript {
     /// Whether the client pipelines: it names operations by id, invokes each without waiting for
     /// the one before, and carries on after an info or an unfinished operation.
-    pipelined: bool,
-    steps: Vec<Scripted>,
+    pub(super) pipelined: bool,
+    pub(super) steps: Vec<Scripted>,
 }
 
 /// A scripted operation, timed and with its point of effect, before it becomes events.
@@ -540,7 +540,7 @@ struct Timed {
 
 /// Builds a history from client scripts: linearizable by construction unless a read is
 /// corrupted (which may still happen to be right).
-fn scripted_history(clients: &[ClientScript], keys: u8, operations_max: usize) -> Vec<HistoryEvent> {
+pub(super) fn scripted_history(clients: &[ClientScript], keys: u8, operations_max: usize) -> Vec<HistoryEvent> {
     let mut timed = time_scripts(clients, keys, operations_max);
     run_in_point_order(&mut timed);
     let mut events = Vec::new();
@@ -633,7 +633,7 @@ fn scripted_strategy() -> impl Strategy<Value = Scripted> {
         })
 }
 
-fn client_script_strategy() -> impl Strategy<Value = ClientScript> {
+pub(super) fn client_script_strategy() -> impl Strategy<Value = ClientScript> {
     (any::<bool>(), prop::collection::vec(scripted_strategy(), 1..=3))
         .prop_map(|(pipelined, steps)| ClientScript { pipelined, steps })
 }
@@ -683,7 +683,7 @@ fn random_comparison_sees_both_verdicts() {
     assert!(pipelined.iter().all(|&count| count > 300), "verdicts with pipelining (fail, pass): {pipelined:?}");
 }
 
-fn random_scripted(random: &mut SplitMix) -> Scripted {
+pub(super) fn random_scripted(random: &mut SplitMix) -> Scripted {
     Scripted {
         op: random.below(3) as u8,
         key: random.below(3) as u8,

@@ -75,7 +75,7 @@ impl<P: Protocol> World<P> {
             topology: self.topology.clone(),
             config: self.protocol_config.clone(),
             run_seed: self.config.seed,
-            new_state_machine: ordo_core::KvStore::boxed,
+            new_state_machine: crate::witness::RecordingKv::boxed,
             check_invariants: self.config.check_invariants,
         };
         for spec in self.topology.nodes.clone() {
