@@ -1,8 +1,10 @@
 //! The Redis gateway: RESP2 and RESP3 connections whose commands become replicated `Command`s
-//! run by the host's pool of protocol client nodes. Replies go back in request order per
-//! connection, so pipelining works; a connection that sends malformed RESP gets an error and is
-//! closed, and nothing it sent reaches other connections.
+//! run by the host's pool of protocol client nodes. A connection's commands take effect in the
+//! order they were sent and replies go back in that order, so pipelining works; a connection that
+//! sends malformed RESP gets an error and is closed, and nothing it sent reaches other connections.
 //!
+//! - [`pipeline`]: one connection's requests, read, planned and answered in order; its replicated
+//!   commands are submitted one at a time.
 //! - [`table`]: every command the gateway knows, with its arity; dispatch, `COMMAND COUNT` and
 //!   the docs' command lists come from it.
 //! - [`session`]: per-connection state (id, name, RESP version) and the commands the gateway
