@@ -1,8 +1,10 @@
 //! The Redis gateway: RESP2 and RESP3 connections whose commands become replicated `Command`s
-//! run by the host's pool of protocol client nodes. Replies go back in request order per
-//! connection, so pipelining works; a connection that sends malformed RESP gets an error and is
-//! closed, and nothing it sent reaches other connections.
+//! run by the host's pool of protocol client nodes. A connection's commands take effect in the
+//! order they were sent and replies go back in that order, so pipelining works; a connection that
+//! sends malformed RESP gets an error and is closed, and nothing it sent reaches other connections.
 //!
+//! - [`pipeline`]: one connection's requests, read, planned and answered in order; its replicated
+//!   commands are submitted one at a time.
 //! - [`table`]: every command the gateway knows, with its arity; dispatch, `COMMAND COUNT` and
 //!   the docs' command lists come from it.
 //! - [`session`]: per-connection state (id, name, RESP version) and the commands the gateway
@@ -12,12 +14,13 @@
 //! replicated state machine (a deterministic expiry would need the command to carry a
 //! timestamp chosen by the gateway).
 
+pub mod pipeline;
 pub mod session;
 pub mod table;
 
 use crate::host::{Outcome, Request};
-use crate::resp::{self, Reply, RespVersion};
-use bytes::{Bytes, BytesMut};
+use crate::resp::{Reply, RespVersion};
+use bytes::Bytes;
 use ordo_core::command::SetCondition;
 use ordo_core::{Command, CommandResult};
 use session::{Clients, Context, ServerFacts};
@@ -27,12 +30,9 @@ use std::os::fd::AsRawFd;
 use std::rc::Rc;
 use std::time::Instant;
 use table::Kind;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, oneshot};
-
-/// Largest unparsed input a connection may hold (a bulk string up to the limit plus slack).
-const INPUT_MAX: usize = resp::BULK_LEN_MAX + 64 * 1024;
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
 
 /// How a replicated command's result becomes a reply.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -266,13 +266,6 @@ pub fn reply(outcome: Outcome, shape: Shape) -> Reply {
     }
 }
 
-/// A reply in request order: ready, or waiting for the protocol; with the RESP version the
-/// connection spoke when the request was planned (a pipelined HELLO changes it for later ones).
-enum Pending {
-    Ready(Reply, RespVersion),
-    Waiting(oneshot::Receiver<Outcome>, Shape, RespVersion),
-}
-
 /// Serves Redis connections on `address`, sending commands to the host through `requests`.
 pub async fn serve(address: SocketAddr, requests: mpsc::Sender<Request>, facts: ServerFacts) -> std::io::Result<()> {
     let listener = TcpListener::bind(address).await?;
@@ -290,87 +283,9 @@ pub async fn serve(address: SocketAddr, requests: mpsc::Sender<Request>, facts: 
         let requests = requests.clone();
         let gateway = gateway.clone();
         tokio::task::spawn_local(async move {
-            let _ = connection(&mut stream, requests, &gateway, id).await;
+            let _ = pipeline::connection(&mut stream, requests, &gateway, id).await;
             gateway.close(id);
         });
-    }
-}
-
-/// Plans every complete request in `input` into `pending`; true when the connection must close
-/// after replying (QUIT, malformed input).
-fn plan_input(
-    input: &mut BytesMut,
-    requests: &mpsc::Sender<Request>,
-    gateway: &Gateway,
-    id: u64,
-    pending: &mut Vec<Pending>,
-) -> bool {
-    loop {
-        let args = match resp::parse(input) {
-            Ok(None) => return false,
-            Ok(Some(args)) if args.is_empty() => continue,
-            Ok(Some(args)) => args,
-            Err(error) => {
-                pending.push(Pending::Ready(Reply::Error(format!("ERR {error}")), gateway.version(id)));
-                return true;
-            }
-        };
-        let action = gateway.plan(id, &args);
-        // Planned first: HELLO's own reply is in the version it chose.
-        let version = gateway.version(id);
-        match action {
-            Action::Reply(reply) => pending.push(Pending::Ready(reply, version)),
-            Action::Close(reply) => {
-                pending.push(Pending::Ready(reply, version));
-                return true;
-            }
-            Action::Replicate(command, shape) => {
-                let (reply, receiver) = oneshot::channel();
-                match requests.try_send(Request { command, reply }) {
-                    Ok(()) => pending.push(Pending::Waiting(receiver, shape, version)),
-                    Err(_) => {
-                        pending.push(Pending::Ready(Reply::Error("BUSY the gateway is overloaded".into()), version))
-                    }
-                }
-            }
-        }
-    }
-}
-
-async fn connection(
-    stream: &mut TcpStream,
-    requests: mpsc::Sender<Request>,
-    gateway: &Gateway,
-    id: u64,
-) -> std::io::Result<()> {
-    let mut input = BytesMut::with_capacity(16 * 1024);
-    let mut output = Vec::with_capacity(16 * 1024);
-    let mut pending: Vec<Pending> = Vec::new();
-    loop {
-        if stream.read_buf(&mut input).await? == 0 {
-            return Ok(());
-        }
-        let mut close = plan_input(&mut input, &requests, gateway, id, &mut pending);
-        if input.len() > INPUT_MAX {
-            pending.push(Pending::Ready(
-                Reply::Error("ERR Protocol error: request too large".into()),
-                gateway.version(id),
-            ));
-            close = true;
-        }
-        for item in pending.drain(..) {
-            match item {
-                Pending::Ready(reply, version) => reply.encode(version, &mut output),
-                Pending::Waiting(receiver, shape, version) => {
-                    reply(receiver.await.unwrap_or(Outcome::Timeout), shape).encode(version, &mut output)
-                }
-            }
-        }
-        stream.write_all(&output).await?;
-        output.clear();
-        if close {
-            return Ok(());
-        }
     }
 }
 
@@ -466,28 +381,6 @@ pub(crate) mod tests {
                 reply.encode(gateway.version(id), &mut Vec::new());
             }
         }
-    }
-
-    #[test]
-    fn a_pipelined_hello_changes_only_the_replies_after_it() {
-        // Goal: each reply is encoded in the version its connection spoke when the request was
-        // read. Method: plan one read holding GET, HELLO 3, GET, PING, and look at the versions
-        // the pending replies carry (the host is a channel nobody reads).
-        let (gateway, id) = connected();
-        let (requests, _host) = mpsc::channel(8);
-        let mut input = BytesMut::from(&b"GET a\r\nHELLO 3\r\nGET b\r\nPING\r\n"[..]);
-        let mut pending = Vec::new();
-        assert!(!plan_input(&mut input, &requests, &gateway, id, &mut pending), "nothing closes");
-        let versions: Vec<RespVersion> = pending
-            .iter()
-            .map(|p| match p {
-                Pending::Ready(_, version) | Pending::Waiting(_, _, version) => *version,
-            })
-            .collect();
-        let (two, three) = (RespVersion::Resp2, RespVersion::Resp3);
-        assert_eq!(versions, vec![two, three, three, three]);
-        assert!(matches!(&pending[1], Pending::Ready(Reply::Map(_), _)));
-        assert!(matches!(&pending[2], Pending::Waiting(..)));
     }
 
     #[test]
