@@ -90,16 +90,13 @@ impl std::fmt::Display for CheckStats {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} operations on {} keys: {} ok, {} failed, {} of unknown outcome; {} keys proved by the replicas' \
-             order, at most {} candidate states for a searched key",
-            self.operations,
-            self.keys,
-            self.operations_ok,
-            self.operations_failed,
-            self.operations_indeterminate,
-            self.keys_witnessed,
-            self.configurations_peak
-        )
+            "{} operations on {} keys: {} ok, {} failed, {} of unknown outcome; ",
+            self.operations, self.keys, self.operations_ok, self.operations_failed, self.operations_indeterminate,
+        )?;
+        if self.keys_witnessed > 0 {
+            write!(f, "{} keys proved by the replicas' order, ", self.keys_witnessed)?;
+        }
+        write!(f, "at most {} candidate states for a searched key", self.configurations_peak)
     }
 }
 
