@@ -17,6 +17,7 @@
 //! | `Skip` | owner → replicas | no-ops in the owner's slots of a range |
 //! | `Query` | replica → replicas | ask for chosen values it missed |
 //! | `Prepare` / `Promise` | revoker ↔ replicas | phase 1 of a revocation |
+//! | `StateRequest` / `StateReply` | restarted or lagging replica ↔ replicas | a snapshot |
 //!
 //! # Invariants
 //!
@@ -28,7 +29,14 @@
 //!
 //! `executed=120 next_own=124 seen=130 revoking=-`
 //!
-//! See docs/protocols/mencius.md for the choices made.
+//! # Durability and recovery
+//!
+//! A replica persists one record, a bound on every slot it acted on (accepted, promised,
+//! proposed, skipped), and acts on a slot only once the durable bound covers it. A restarted
+//! replica installs a snapshot executed past its bound before it takes part again
+//! (`state_transfer.rs`), so it never acts again on a slot its earlier incarnation acted on.
+//!
+//! See docs/protocols/mencius.md for the choices made and the safety argument.
 
 pub mod client;
 pub mod messages;
@@ -177,7 +185,7 @@ impl Protocol for Mencius {
     }
 
     fn coverage_goals() -> &'static [&'static str] {
-        &["revocation", "skip"]
+        &["revocation", "skip", "state_transfer"]
     }
 
     fn client_window(config: &Config) -> usize {
