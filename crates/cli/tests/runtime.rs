@@ -18,6 +18,7 @@
 //!   crash-stop protocol: stay out, executing nothing).
 //!
 //! Every wait is bounded; every process is stopped when a test ends, even when it fails.
+//! `ORDO_RUNTIME_PROTOCOLS=mencius` restricts both tests to the protocols named.
 
 mod common;
 
@@ -47,8 +48,16 @@ fn replicas_recover(protocol: &str) -> bool {
     ordo_protocols::with_protocol(protocol, Recovers).expect("registered")
 }
 
+/// Every registered protocol but the canaries, or only those named (comma-separated) in
+/// `ORDO_RUNTIME_PROTOCOLS`, to run one protocol's real-process tests alone.
 fn protocols() -> Vec<String> {
-    ordo_protocols::protocols().into_iter().filter(|p| !p.canary).map(|p| p.name.to_string()).collect()
+    let only = std::env::var("ORDO_RUNTIME_PROTOCOLS").ok();
+    let wanted = |name: &str| only.as_deref().is_none_or(|list| list.split(',').any(|p| p.trim() == name));
+    ordo_protocols::protocols()
+        .into_iter()
+        .filter(|p| !p.canary && wanted(p.name))
+        .map(|p| p.name.to_string())
+        .collect()
 }
 
 #[test]

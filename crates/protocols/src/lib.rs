@@ -112,6 +112,8 @@ registry! {
     #[cfg(feature = "canary")]
     mencius::MenciusAckAnyChosen => canary: true,
     #[cfg(feature = "canary")]
+    mencius::MenciusRestartFresh => canary: true,
+    #[cfg(feature = "canary")]
     swiftpaxos::SwiftPaxosSingleVote => canary: true,
     #[cfg(feature = "canary")]
     swiftpaxos::SwiftPaxosStaleRead => canary: true,

@@ -1,5 +1,6 @@
 //! Chora in the simulator: its canary (and Mencius') is caught, responsive mode and adaptive switching
-//! survive random faults, and a slow network makes adaptive replicas switch modes.
+//! survive random faults, a slow network makes adaptive replicas switch modes, and the round-length
+//! sweep (spec §12 scenario 30) peaks between too-short and too-long rounds.
 
 use ordo_core::Protocol;
 use ordo_protocols::{ProtocolVisitor, with_protocol};
@@ -128,4 +129,39 @@ fn a_slow_period_sends_adaptive_replicas_responsive_and_its_end_brings_them_back
     for (to_responsive, to_pulsing) in switches(&after) {
         assert!(to_responsive >= 1 && to_pulsing >= 1, "{:?}", switches(&after));
     }
+}
+
+/// One point of the round-length sweep: (commits, broadcasts per commit, busiest replica's CPU).
+fn round_length_point(round_ns: u64) -> (u64, f64, f64) {
+    let mut table = toml::Table::new();
+    table.insert("round_ns".into(), toml::Value::Integer(round_ns as i64));
+    table.insert("batch_max".into(), toml::Value::Integer(1));
+    let config = SimConfig { seed: 1, duration_ns: 30_000_000, clients: 32, protocol: table, ..SimConfig::default() };
+    let report = with_protocol("chora", Run(config)).unwrap();
+    assert!(report.violation().is_none(), "round {round_ns} ns: {:?}", report.violation());
+    let replicas: Vec<_> = report.nodes.iter().filter(|node| node.role == "replica").collect();
+    let sent: u64 = replicas.iter().map(|node| node.messages_sent).sum();
+    let commits = report.committed.max(1);
+    // Each pulse goes to N − 1 peers; each commit adds one reply to its client.
+    let broadcasts = sent.saturating_sub(commits) as f64 / (replicas.len() - 1) as f64 / commits as f64;
+    let cpu = replicas.iter().map(|node| node.cpu_utilisation).fold(0.0, f64::max);
+    (report.committed, broadcasts, cpu)
+}
+
+#[test]
+fn round_length_sweep_has_an_interior_optimum() {
+    // Goal: spec §12 scenario 30 (paper Fig. 8): with the CPU cost model, a round shorter than
+    // the per-round work sends more than one broadcast per commit (ack-only pulses between
+    // proposals) and wastes CPU on them; a round far longer leaves the CPU idle; throughput
+    // peaks in between. Method: 3 replicas, 32 closed-loop clients, batching off, one seed,
+    // 30 ms simulated per point, rounds of 2, 20 and 80 µs (about 0.1, 1 and 4 times the
+    // ~20 µs of CPU a round's work takes here, docs/reproduce/chora.md).
+    let (short, middle, long) = (round_length_point(2_000), round_length_point(20_000), round_length_point(80_000));
+    eprintln!("round 2 µs {short:?}, 20 µs {middle:?}, 80 µs {long:?} (commits, broadcasts/commit, cpu)");
+    assert!(middle.0 > short.0, "a round near the per-round work beats a too-short one");
+    assert!(middle.0 > long.0 * 2, "and a much longer one, which leaves the CPU idle");
+    assert!(short.1 > 1.2, "too-short rounds send extra broadcasts per commit");
+    assert!(short.1 > middle.1 && middle.1 > long.1, "broadcasts per commit fall as the round grows");
+    assert!(long.1 < 1.05, "long rounds carry a proposal in almost every pulse");
+    assert!(short.2 > 0.95 && long.2 < 0.5, "short rounds saturate the CPU, long ones leave it idle");
 }

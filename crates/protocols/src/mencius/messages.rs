@@ -2,6 +2,8 @@
 //! with slot `s` coordinated by replica `(s − 1) mod N`.
 
 use crate::chora::messages::{Request, ValueId};
+use crate::client_table::ClientRecord;
+use bytes::Bytes;
 use ordo_core::{CommandResult, RequestId};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -32,6 +34,19 @@ impl Value {
             Value::NoOp => ValueId::NoOp,
         }
     }
+}
+
+/// A replica's executed prefix, for a restarted or lagging replica (`state_transfer.rs`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Snapshot {
+    /// Every slot up to here is chosen and executed into `state`.
+    pub executed: u64,
+    /// Requests executed so far (numbers the client table's ops).
+    pub ops: u64,
+    /// `StateMachine::snapshot` bytes.
+    pub state: Bytes,
+    /// The client table, by client.
+    pub client_table: Vec<ClientRecord>,
 }
 
 /// Every message of Mencius.
@@ -99,4 +114,12 @@ pub enum Message {
         /// Accepted (slot, ballot, value) in the range; chosen values at the highest ballot.
         accepted: Vec<(u64, Ballot, Value)>,
     },
+    /// A restarted replica (or one behind what the others keep) asks for a snapshot executed
+    /// at least through `need`.
+    StateRequest {
+        /// The lowest executed slot of a snapshot the sender may install.
+        need: u64,
+    },
+    /// A snapshot of the sender's executed prefix.
+    StateReply(Box<Snapshot>),
 }

@@ -17,6 +17,7 @@
 //! | `Skip` | owner → replicas | no-ops in the owner's slots of a range |
 //! | `Query` | replica → replicas | ask for chosen values it missed |
 //! | `Prepare` / `Promise` | revoker ↔ replicas | phase 1 of a revocation |
+//! | `StateRequest` / `StateReply` | restarted or lagging replica ↔ replicas | a snapshot |
 //!
 //! # Invariants
 //!
@@ -28,19 +29,29 @@
 //!
 //! `executed=120 next_own=124 seen=130 revoking=-`
 //!
-//! See docs/protocols/mencius.md for the choices made.
+//! # Durability and recovery
+//!
+//! A replica persists one record, a bound on every slot it acted on (accepted, promised,
+//! proposed, skipped), and acts on a slot only once the durable bound covers it. A restarted
+//! replica installs a snapshot executed past its bound before it takes part again
+//! (`state_transfer.rs`), so it never acts again on a slot its earlier incarnation acted on.
+//!
+//! See docs/protocols/mencius.md for the choices made and the safety argument.
 
 pub mod client;
 pub mod messages;
 pub mod replica;
+pub mod state_transfer;
 
 #[cfg(feature = "canary")]
 pub mod canary;
 #[cfg(feature = "canary")]
-pub use canary::MenciusAckAnyChosen;
+pub use canary::{MenciusAckAnyChosen, MenciusRestartFresh};
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_recovery;
 
 use crate::chora::checker::{ChoraChecker, Observation};
 use ordo_core::{CrashModel, GlobalChecker, Node, NodeContext, Protocol, Role};
@@ -74,6 +85,9 @@ pub struct Config {
     pub log_keep: u64,
     /// Clients remembered for at-most-once execution.
     pub client_table_max: usize,
+    /// Slots a replica's durable bound runs ahead of the highest slot it acts on, so that
+    /// acting on a slot rarely waits for a write (one write per about half this many slots).
+    pub bound_reserve: u64,
 }
 
 impl Default for Config {
@@ -89,6 +103,7 @@ impl Default for Config {
             window_max: 100_000,
             log_keep: 50_000,
             client_table_max: 100_000,
+            bound_reserve: 1024,
         }
     }
 }
@@ -106,6 +121,7 @@ impl Config {
             ("window_max", self.window_max),
             ("log_keep", self.log_keep),
             ("client_table_max", self.client_table_max as u64),
+            ("bound_reserve", self.bound_reserve),
         ];
         if let Some((name, _)) = positive.iter().find(|(_, value)| *value == 0) {
             return Err(format!("mencius: {name} must be positive"));
@@ -126,11 +142,16 @@ pub enum Timer {
     Tick,
 }
 
-/// What Mencius nodes persist.
+/// What Mencius nodes persist: one record, replaced at every write.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Durable {
-    /// A replica has run before: on restart it retires (crash-stop, as Chora's evaluation).
-    Launched,
+    /// No acceptance, promise, proposal or skip of this replica names a slot above `slot`.
+    /// Written before the replica acts on any slot above the previous bound; its presence also
+    /// says that the replica ran before (a restart recovers, `state_transfer.rs`).
+    Bound {
+        /// The bound.
+        slot: u64,
+    },
 }
 
 /// A deliberate bug, for the canaries of the fuzz harness (`canary.rs`).
@@ -141,6 +162,9 @@ pub(crate) enum Flaw {
     None,
     /// An acceptor acknowledges a proposal for a slot already chosen whatever its value.
     AckAnyChosen,
+    /// A restarted replica ignores its durable bound and takes part at once as a fresh one:
+    /// it forgets every promise, acceptance and proposal of its earlier incarnation.
+    RestartFresh,
 }
 
 impl Protocol for Mencius {
@@ -153,7 +177,7 @@ impl Protocol for Mencius {
     type Observation = Observation;
 
     fn crash_model() -> CrashModel {
-        CrashModel::Stop
+        CrashModel::Recover
     }
 
     fn runtime_defaults() -> &'static [(&'static str, u64)] {
@@ -161,7 +185,7 @@ impl Protocol for Mencius {
     }
 
     fn coverage_goals() -> &'static [&'static str] {
-        &["revocation", "skip"]
+        &["revocation", "skip", "state_transfer"]
     }
 
     fn client_window(config: &Config) -> usize {

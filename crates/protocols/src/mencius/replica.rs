@@ -1,15 +1,16 @@
 //! The Mencius replica: proposing in its own slots, accepting, learning, skipping, executing in
-//! slot order, and revoking a silent owner's slots.
+//! slot order, and revoking a silent owner's slots. Durability and recovery: `state_transfer.rs`.
 
 use super::messages::{Ballot, Message, Value};
+use super::state_transfer::Durability;
 use super::{Config, Durable, Flaw, Mencius, Timer};
 use crate::chora::checker::Observation;
 use crate::chora::messages::Request;
 use crate::client_table::{ClientTable, Lookup};
 use crate::multipaxos::checker::execution_digest;
 use ordo_core::{
-    ClockReading, CommandResult, Destinations, Node, NodeContext, NodeId, NodeStats, Outbox, PersistMode,
-    PersistTicket, RequestId, StateMachine,
+    ClockReading, CommandResult, Destinations, Node, NodeContext, NodeId, NodeStats, Outbox, PersistTicket, RequestId,
+    StateMachine,
 };
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -45,43 +46,56 @@ pub struct Revocation {
     promises: BTreeMap<u32, Vec<(u64, Ballot, Value)>>,
 }
 
-/// A Mencius replica.
+/// Where a replica is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Status {
+    /// Fresh: waiting for its first bound to be durable.
+    Booting,
+    /// Restarted: waiting for a snapshot executed past its durable bound.
+    Recovering,
+    /// Taking part.
+    Running,
+}
+
+/// A Mencius replica. Fields are shared with `state_transfer.rs`, which installs snapshots.
 pub struct Replica {
-    rank: u32,
-    n: u64,
+    pub(super) rank: u32,
+    pub(super) n: u64,
     quorum: usize,
-    config: Config,
+    pub(super) config: Config,
     flaw: Flaw,
     replicas: Destinations,
-    others: Destinations,
+    pub(super) others: Destinations,
     rng: ChaCha8Rng,
-    running: bool,
-    retired: bool,
-    instances: BTreeMap<u64, Instance>,
-    /// Executed slots' values, the newest `log_keep`.
-    chosen: BTreeMap<u64, Value>,
-    next_own: u64,
-    max_seen: u64,
+    pub(super) status: Status,
+    pub(super) durability: Durability,
+    pub(super) instances: BTreeMap<u64, Instance>,
+    /// Executed slots' values, the newest `log_keep` (contiguous, ending at `executed`).
+    pub(super) chosen: BTreeMap<u64, Value>,
+    pub(super) next_own: u64,
+    pub(super) max_seen: u64,
     cmds: VecDeque<Arc<Request>>,
     /// Per owner: a promise of `ballot` for its slots in `from..=until`.
     promises: Vec<(Ballot, u64, u64)>,
     max_round: u64,
-    revocation: Option<Revocation>,
-    state_machine: Box<dyn StateMachine>,
-    table: ClientTable,
-    executed: u64,
-    ops: u64,
-    waiting: BTreeMap<RequestId, NodeId>,
-    stalled_at: u64,
+    pub(super) revocation: Option<Revocation>,
+    pub(super) state_machine: Box<dyn StateMachine>,
+    pub(super) table: ClientTable,
+    pub(super) executed: u64,
+    pub(super) ops: u64,
+    pub(super) waiting: BTreeMap<RequestId, NodeId>,
+    pub(super) stalled_at: u64,
     stalled_since_ns: u64,
     stall_timeout_ns: u64,
-    launch: Option<PersistTicket>,
-    stats: NodeStats,
+    pub(super) stats: NodeStats,
 }
 
 impl Replica {
-    /// A replica, fresh or restarted (it retires).
+    /// A replica, fresh or restarted (it recovers: `state_transfer.rs`).
     pub(crate) fn new(context: NodeContext<Mencius>, durable: Vec<Durable>, flaw: Flaw) -> Self {
+        // The broken variant forgets its earlier incarnation, as if it had persisted nothing.
+        let restored = Durability::restored(&durable).filter(|_| flaw != Flaw::RestartFresh);
+        let durability = Durability { limit: restored.unwrap_or(0), need: restored.unwrap_or(0), ..Default::default() };
         let replicas = context.topology.replicas().clone();
         let others: Destinations = replicas.iter().copied().filter(|&r| r != context.id).collect();
         let rank = context.topology.replica_rank(context.id).expect("a replica has a rank") as u32;
@@ -93,8 +107,8 @@ impl Replica {
             quorum: replicas.len() / 2 + 1,
             flaw,
             rng: ChaCha8Rng::seed_from_u64(context.seed),
-            running: false,
-            retired: durable.contains(&Durable::Launched),
+            status: if restored.is_some() { Status::Recovering } else { Status::Booting },
+            durability,
             instances: BTreeMap::new(),
             chosen: BTreeMap::new(),
             next_own: u64::from(rank) + 1,
@@ -111,7 +125,6 @@ impl Replica {
             stalled_at: 0,
             stalled_since_ns: 0,
             stall_timeout_ns: config.revoke_timeout_ns,
-            launch: None,
             stats: NodeStats::default(),
             replicas,
             others,
@@ -126,7 +139,7 @@ impl Replica {
     }
 
     /// The first slot above `after` owned by `rank`.
-    fn next_owned(&self, rank: u32, after: u64) -> u64 {
+    pub(super) fn next_owned(&self, rank: u32, after: u64) -> u64 {
         let first = u64::from(rank) + 1;
         if after < first {
             return first;
@@ -139,7 +152,7 @@ impl Replica {
         self.executed
     }
 
-    fn rank_of(&self, node: NodeId) -> Option<u32> {
+    pub(super) fn rank_of(&self, node: NodeId) -> Option<u32> {
         self.replicas.iter().position(|&r| r == node).map(|r| r as u32)
     }
 
@@ -187,9 +200,13 @@ impl Replica {
     }
 
     /// Suggests buffered commands in our next slots (round 0: we coordinate them).
-    fn propose_commands(&mut self, out: &mut Outbox<Mencius>) {
+    pub(super) fn propose_commands(&mut self, out: &mut Outbox<Mencius>) {
         while !self.cmds.is_empty() && self.in_window(self.next_own) {
             let slot = self.next_own;
+            if !self.covered(slot, out) {
+                // Resumed when the bound is durable (`on_written`).
+                break;
+            }
             self.next_own = self.next_owned(self.rank, slot);
             if !self.may_accept(slot, Ballot { round: 0, rank: self.rank }) {
                 // We promised a revoker this slot of ours: it is being revoked, leave it.
@@ -206,6 +223,7 @@ impl Replica {
     fn propose(&mut self, ballot: Ballot, entries: Vec<(u64, Value)>, out: &mut Outbox<Mencius>) {
         for (slot, value) in &entries {
             assert!(self.may_accept(*slot, ballot), "we propose only where we may accept");
+            assert!(*slot <= self.durability.limit, "we propose only below our durable bound");
             out.observe(Observation::Proposed {
                 slot: *slot,
                 view: ballot_view(ballot),
@@ -275,9 +293,11 @@ impl Replica {
                 }
                 continue;
             }
-            if !self.in_window(slot) || !self.may_accept(slot, ballot) {
+            if !self.in_window(slot) || !self.may_accept(slot, ballot) || !self.covered(slot, out) {
+                // Not covered: the proposer sends it again at its next tick.
                 continue;
             }
+            assert!(slot <= self.durability.limit, "we accept only below our durable bound");
             self.instances.entry(slot).or_default().accepted = Some((ballot, value));
             slots.push(slot);
         }
@@ -299,7 +319,7 @@ impl Replica {
 
     /// Gives up (as no-ops) our unused slots below `slot`.
     fn skip_below(&mut self, slot: u64, out: &mut Outbox<Mencius>) {
-        if self.next_own >= slot || !self.cmds.is_empty() {
+        if self.next_own >= slot || !self.cmds.is_empty() || !self.covered(slot - 1, out) {
             return;
         }
         let from = self.next_own;
@@ -430,6 +450,11 @@ impl Replica {
         if first == 0 || until < first {
             return Err("malformed query");
         }
+        if first <= self.executed && first < self.kept_floor() {
+            // The querier misses values we executed and no longer keep: it needs our state.
+            self.send_snapshot(from, out);
+            return Ok(());
+        }
         let until = until.min(first + ENTRIES_MAX as u64 - 1);
         let mut entries: Vec<(u64, Value)> = self.chosen.range(first..=until).map(|(s, v)| (*s, v.clone())).collect();
         for (slot, instance) in self.instances.range(first..=until) {
@@ -449,6 +474,10 @@ impl Replica {
         let from = self.executed + 1;
         let until =
             (self.max_seen.max(from) + self.config.revoke_ahead * self.n).min(self.executed + self.config.window_max);
+        if !self.covered(until, out) {
+            // Tried again at a later tick, once the bound is durable.
+            return;
+        }
         self.max_round += 1;
         let ballot = Ballot { round: self.max_round, rank: self.rank };
         self.stats.count("revocation_started");
@@ -458,8 +487,16 @@ impl Replica {
         self.on_promise_from(self.rank, ballot, accepted, out);
     }
 
+    /// The lowest slot whose chosen value we can still report: what we keep of the executed
+    /// log, and every slot above it.
+    pub(super) fn kept_floor(&self) -> u64 {
+        self.chosen.first_key_value().map_or(self.executed + 1, |(&slot, _)| slot)
+    }
+
     /// Promises `ballot` for `owner`'s slots in `from..=until`; returns what we accepted there.
     fn promise(&mut self, ballot: Ballot, owner: u32, from: u64, until: u64) -> Option<Vec<(u64, Ballot, Value)>> {
+        assert!(until <= self.durability.limit, "we promise only below our durable bound");
+        assert!(from > self.executed || from >= self.kept_floor(), "we report every executed slot of the range");
         let (promised, old_from, old_until) = self.promises[owner as usize];
         if ballot <= promised && promised != Ballot::default() {
             return None;
@@ -506,6 +543,15 @@ impl Replica {
             return Err("malformed prepare");
         }
         self.max_round = self.max_round.max(ballot.round);
+        if !self.covered(until, out) {
+            // The revoker tries again after its stall timeout.
+            return Err("prepare beyond our durable bound");
+        }
+        if first <= self.executed && first < self.kept_floor() {
+            // We executed slots of the range whose values we no longer keep: a promise would
+            // report nothing there, and the revoker could then choose a no-op over a value.
+            return Err("prepare below the values we keep");
+        }
         let accepted = self.promise(ballot, owner, first, until).ok_or("prepare below our promise")?;
         out.send(from, Message::Promise { ballot, accepted });
         Ok(())
@@ -565,7 +611,7 @@ impl Replica {
 
     // ---- execution and ticks ------------------------------------------------------------------
 
-    fn execute(&mut self, out: &mut Outbox<Mencius>) {
+    pub(super) fn execute(&mut self, out: &mut Outbox<Mencius>) {
         while let Some(value) = self.instances.get(&(self.executed + 1)).and_then(|i| i.learned.clone()) {
             let slot = self.executed + 1;
             self.instances.remove(&slot);
@@ -670,6 +716,8 @@ impl Replica {
                 self.on_prepare(from, ballot, owner, first, until, out)
             }
             Message::Promise { ballot, accepted } => self.on_promise(from, ballot, accepted, out),
+            Message::StateRequest { need } => self.on_state_request(from, need, out),
+            Message::StateReply(snapshot) => self.on_state_reply(*snapshot, out),
             Message::Reply { .. } => Err("reply sent to a replica"),
         }
     }
@@ -681,48 +729,61 @@ fn ballot_view(ballot: Ballot) -> u64 {
 }
 
 impl Node<Mencius> for Replica {
-    fn on_start(&mut self, _now: ClockReading, out: &mut Outbox<Mencius>) {
-        if self.retired {
-            self.stats.count("retired");
+    fn on_start(&mut self, now: ClockReading, out: &mut Outbox<Mencius>) {
+        if self.status == Status::Recovering {
+            self.stats.count("restarted");
+            self.request_state(now.local_ns, out);
+            out.set_timer(Timer::Tick, self.config.tick_ns);
             return;
         }
-        self.launch = Some(out.persist(Durable::Launched, PersistMode::Append));
+        self.persist_bound_at_boot(out);
     }
 
     fn on_durable(&mut self, now: ClockReading, through: PersistTicket, out: &mut Outbox<Mencius>) {
-        if !self.running && !self.retired && self.launch.is_some_and(|ticket| ticket <= through) {
-            // Taking part before the launch record is durable would let a crash erase the fact
-            // that this replica ever accepted anything (a restart must retire).
-            self.running = true;
+        self.on_written(through, out);
+        if self.status == Status::Booting && self.durability.boot.is_some_and(|ticket| ticket <= through) {
+            // Taking part before the first bound is durable would let a crash erase the fact
+            // that this replica ever acted (a restart must recover, not start afresh).
+            self.status = Status::Running;
             self.stalled_since_ns = now.local_ns;
             out.set_timer(Timer::Tick, self.config.tick_ns);
         }
     }
 
     fn on_message(&mut self, now: ClockReading, from: NodeId, message: Message, out: &mut Outbox<Mencius>) {
-        let handled = if self.retired {
-            Err("retired")
-        } else if !self.running {
-            Err("booting")
-        } else {
-            self.dispatch(now.local_ns, from, message, out)
+        let handled = match (self.status, message) {
+            (Status::Recovering, Message::StateReply(snapshot)) => self.on_state_reply(*snapshot, out),
+            (Status::Recovering, _) => Err("recovering"),
+            (Status::Booting, _) => Err("booting"),
+            (Status::Running, message) => self.dispatch(now.local_ns, from, message, out),
         };
         if let Err(reason) = handled {
             self.stats.drop_input(reason);
         }
+        if self.status == Status::Running {
+            self.reserve_bound(out);
+        }
     }
 
     fn on_timer(&mut self, now: ClockReading, timer: Timer, out: &mut Outbox<Mencius>) {
-        if !self.running || timer != Timer::Tick {
+        if timer != Timer::Tick {
             return;
         }
-        self.on_tick(now.local_ns, out);
+        match self.status {
+            Status::Booting => return,
+            Status::Recovering => self.request_state(now.local_ns, out),
+            Status::Running => {
+                self.on_tick(now.local_ns, out);
+                self.reserve_bound(out);
+            }
+        }
         out.set_timer(Timer::Tick, self.config.tick_ns);
     }
 
     fn check_invariants(&self) {
-        if self.retired {
-            assert_eq!(self.executed, 0, "a retired replica executes nothing");
+        if self.status != Status::Running {
+            assert_eq!(self.executed, 0, "a replica that has not joined executes nothing");
+            assert!(self.instances.is_empty(), "a replica that has not joined holds no instance");
             return;
         }
         assert!(self.instances.first_key_value().is_none_or(|(&s, _)| s > self.executed), "executed slots are gone");
@@ -731,11 +792,16 @@ impl Node<Mencius> for Replica {
         assert!(self.next_own > self.executed, "our next slot lies ahead");
         assert!(self.cmds.len() <= self.config.cmds_max, "the command buffer is bounded");
         assert!(self.chosen.len() as u64 <= self.config.log_keep, "the kept log is bounded");
+        assert!(self.chosen.last_key_value().is_none_or(|(&s, _)| s == self.executed), "the kept log ends executed");
         assert!(self.waiting.len() <= WAITING_MAX, "waiting requests are bounded");
+        let limit = self.durability.limit;
+        let accepted_max = self.instances.iter().rev().find(|(_, i)| i.accepted.is_some()).map(|(&s, _)| s);
+        assert!(accepted_max.is_none_or(|slot| slot <= limit), "every acceptance lies below the durable bound");
+        assert!(self.promises.iter().all(|&(b, _, until)| b == Ballot::default() || until <= limit), "promises too");
     }
 
     fn is_recovering(&self) -> bool {
-        self.retired
+        self.status == Status::Recovering
     }
 
     fn stats(&self) -> &NodeStats {
@@ -743,7 +809,7 @@ impl Node<Mencius> for Replica {
     }
 
     fn state_machine(&self) -> Option<&dyn StateMachine> {
-        (!self.retired).then(|| self.state_machine.as_ref())
+        (self.status != Status::Recovering).then(|| self.state_machine.as_ref())
     }
 
     fn status(&self) -> String {
