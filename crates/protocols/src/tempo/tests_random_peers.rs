@@ -13,18 +13,29 @@ use crate::testkit::{Cluster, Envelope};
 use ordo_core::NodeId;
 use proptest::prelude::*;
 
+/// Replicas per shard in this test's layout (replicas of shard `s` are `3s..3s + 3`).
+const REPLICAS_PER_SHARD: u32 = 3;
+
 /// A real message with a timestamp, ballot or list pushed anywhere.
-fn forge(draw: &mut Gen, _to: NodeId, seen: &[Envelope<Tempo>]) -> Message {
+fn forge(draw: &mut Gen, to: NodeId, seen: &[Envelope<Tempo>]) -> Message {
     let n = draw.number();
     let tweaked = mutate_seen(seen, draw, |draw, message| {
         let first = draw.chance(50);
         match message {
-            Message::Submit { shards, coordinators, .. } => {
-                if first {
-                    shards.push(n as u32)
-                } else {
-                    coordinators.pop();
+            // A multi-shard submit that `to` coordinates, naming one shard more (often one
+            // that does not exist), or one coordinator fewer.
+            Message::Submit { shards, parts, coordinators, .. } if first && !parts.is_empty() => {
+                shards.push(n as u32);
+                parts.push(parts[0].clone());
+                coordinators.push(to);
+                for (shard, coordinator) in shards.iter().zip(coordinators.iter_mut()) {
+                    if *shard == to.0 / REPLICAS_PER_SHARD {
+                        *coordinator = to;
+                    }
                 }
+            }
+            Message::Submit { coordinators, .. } => {
+                coordinators.pop();
             }
             Message::Propose { t, .. } | Message::ProposeAck { t, .. } | Message::Bump { t, .. } => *t = n,
             Message::Commit { t, shard, .. } => {
@@ -68,7 +79,7 @@ proptest! {
     #[test]
     fn random_peer_messages_never_panic_a_replica(seed in any::<u64>()) {
         let config = Config::default();
-        let topology = Layout { shards: 2, ..Layout::new(3, 2) }.topology::<Tempo>(&config);
+        let topology = Layout { shards: 2, ..Layout::new(REPLICAS_PER_SHARD as usize, 2) }.topology::<Tempo>(&config);
         let mut cluster = Cluster::with_topology(topology, config, seed);
         random_peers::run(&mut cluster, seed, 500, &mut forge);
     }
