@@ -560,7 +560,7 @@ mod tests {
             let cut = cut.index(bytes.len() + 1);
             let recovered = recover_records::<Vec<u8>>(&bytes[..cut]);
             let whole = ends.iter().filter(|&&end| end <= cut).count();
-            let recovered = recovered.map_err(|e| TestCaseError::fail(e))?;
+            let recovered = recovered.map_err(TestCaseError::fail)?;
             prop_assert_eq!(&recovered.records[..], &records[..whole]);
         }
 
