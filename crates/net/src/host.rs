@@ -107,17 +107,16 @@ impl<P: Protocol> Local<P> {
     }
 
     /// Carries out a write the runner issued. Writes reach the file in ticket order, so the
-    /// file's count of durable writes is the runner's ticket count.
+    /// file's count of durable writes is the runner's ticket count. A failed write (disk full,
+    /// I/O error, a record over the cap) leaves the storage failed, and the host stops at the
+    /// end of the turn ([`Host::commit`]): without its durable state the node cannot keep its
+    /// promises, and no send that waits for the write is ever released.
     fn write(&mut self, record: &P::Durable, mode: PersistMode) {
-        match mode {
+        let written = match mode {
             PersistMode::Append => self.storage.append(record),
-            PersistMode::Replace => {
-                if let Err(error) = self.storage.replace(record) {
-                    // Without its durable state the node cannot keep its promises.
-                    panic!("{}: durable write failed: {error}", self.id);
-                }
-            }
-        }
+            PersistMode::Replace => self.storage.replace(record),
+        };
+        debug_assert!(written.is_ok() || self.storage.failed(), "a failed write fails the storage");
     }
 }
 
@@ -212,7 +211,7 @@ fn open_locals<P: Protocol>(
             let _ = std::fs::remove_file(&path);
         }
         let (storage, durable) = Storage::open::<P::Durable>(&path, cluster.runtime.fsync)
-            .map_err(io(format!("open {}", path.display())))?;
+            .map_err(io(format!("durable storage of {id}")))?;
         local_of[index] = Some(locals.len());
         // The boot number is the incarnation: it differs between a node's processes.
         locals.push(Local { id, runner: NodeRunner::new(id, setup.clone()), storage });
@@ -445,10 +444,12 @@ impl<P: Protocol> Host<P> {
             let local = &mut self.locals[index];
             // A `Replace` write is durable when it returns: its notice is still owed to the node.
             let unnoticed = local.runner.writes_durable_count() < local.storage.durable();
-            if !local.storage.dirty() && local.runner.held_count() == 0 && !unnoticed {
+            let failed = local.storage.failed();
+            if !local.storage.dirty() && local.runner.held_count() == 0 && !unnoticed && !failed {
                 continue;
             }
-            let durable = local.storage.sync().map_err(io(format!("sync storage of {}", local.id)))?;
+            // A failed storage fails here again, and the error stops the host.
+            let durable = local.storage.sync().map_err(io(format!("durable storage of {}", local.id)))?;
             self.step(index, |runner, now, actions| runner.writes_durable(now, durable, actions));
         }
         self.drain_inbox();

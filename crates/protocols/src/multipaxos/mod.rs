@@ -98,6 +98,8 @@ mod tests_checker;
 #[cfg(test)]
 mod tests_faults;
 #[cfg(test)]
+mod tests_random_peers;
+#[cfg(test)]
 mod tests_scripts;
 
 use messages::{Entry, Snapshot};

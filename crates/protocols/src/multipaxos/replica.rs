@@ -102,6 +102,35 @@ pub enum DropReason {
     SnapshotBeyondLog,
     /// A timer that does not concern replicas.
     ForeignTimer,
+    /// A view, op or commit number above [`NUMBER_MAX`]: no honest replica gets there, and
+    /// `+ 1` on it could overflow (a view of `u64::MAX`, once persisted, failed every restart).
+    NumberOutOfRange,
+}
+
+/// The largest view, op number or commit number a replica accepts from a peer. Views and ops
+/// grow by one per view change or command, so no cluster reaches it; below it, `+ 1` on a
+/// number that came from a peer (or was adopted from one) cannot overflow.
+pub const NUMBER_MAX: u64 = u64::MAX / 4;
+
+/// Checks the views and op numbers a message carries against [`NUMBER_MAX`], before any
+/// handler adds to them.
+fn check_numbers(message: &Message) -> Result<(), DropReason> {
+    let numbers: [u64; 4] = match message {
+        Message::Request { .. } | Message::Reply { .. } => [0; 4],
+        Message::Redirect { view } | Message::StartViewChange { view } => [*view, 0, 0, 0],
+        Message::Prepare(p) => [p.view, p.op_number, p.commit_number, 0],
+        Message::PrepareOk { view, op_number } | Message::GetState { view, op_number } => [*view, *op_number, 0, 0],
+        Message::Commit { view, commit_number } => [*view, *commit_number, 0, 0],
+        Message::DoViewChange(d) => [d.view.max(d.last_normal_view), d.op_number, d.commit_number, d.log_base],
+        Message::StartView(s) => [s.view, s.op_number, s.commit_number, s.log_base],
+        Message::NewState(n) => {
+            [n.view, n.op_number.max(n.commit_number), n.after, n.snapshot.as_ref().map_or(0, |snapshot| snapshot.op)]
+        }
+    };
+    if numbers.iter().any(|&number| number > NUMBER_MAX) {
+        return Err(DropReason::NumberOutOfRange);
+    }
+    Ok(())
 }
 
 impl DropReason {
@@ -136,6 +165,7 @@ impl DropReason {
             DropReason::StaleTransfer => "stale new-state",
             DropReason::SnapshotCorrupt => "snapshot does not decode",
             DropReason::SnapshotBeyondLog => "snapshot beyond the leader's log",
+            DropReason::NumberOutOfRange => "view or op number out of range",
             DropReason::ForeignTimer => "timer not for replicas",
         }
     }
@@ -794,6 +824,10 @@ impl Node<MultiPaxos> for Replica {
     }
 
     fn on_message(&mut self, _now: ClockReading, from: NodeId, message: Message, out: &mut Outbox<MultiPaxos>) {
+        if let Err(reason) = check_numbers(&message) {
+            self.stats.drop_input(reason.name());
+            return;
+        }
         let handled = match message {
             Message::Request { id, acked_below, command } => self.on_request(from, id, acked_below, command, out),
             Message::Prepare(prepare) => self.on_prepare(from, prepare, out),

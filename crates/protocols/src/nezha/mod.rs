@@ -94,6 +94,8 @@ mod tests_checker;
 #[cfg(test)]
 mod tests_proxy;
 #[cfg(test)]
+mod tests_random_peers;
+#[cfg(test)]
 mod tests_scripts;
 
 use ordo_core::{FailureBudget, GlobalChecker, Node, NodeContext, Protocol, Role};

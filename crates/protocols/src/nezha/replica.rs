@@ -731,6 +731,53 @@ impl Replica {
     }
 }
 
+/// The largest view, position, crash-vector entry or time a replica accepts from a peer. Each
+/// grows by one per view change, request or rejoin (times are nanoseconds, far below it until
+/// the next century), so no cluster reaches it; below it, `+ 1` on a number that came from a
+/// peer cannot overflow.
+pub const NUMBER_MAX: u64 = u64::MAX / 4;
+
+/// The highest number `message` carries that a handler may add to: views, positions, crash
+/// vectors, deadlines and times (log images included), checked against [`NUMBER_MAX`].
+fn highest_number(message: &Message) -> u64 {
+    let cv = |cv: &CrashVector| cv.iter().copied().max().unwrap_or(0);
+    let entries = |entries: &[Entry]| entries.iter().map(|e| e.deadline).max().unwrap_or(0);
+    let image = |image: &LogImage| {
+        let checkpoint = &image.checkpoint;
+        let held = (image.synced.len() + image.unsynced.len()) as u64;
+        [
+            checkpoint.position.saturating_add(held),
+            checkpoint.deadline_max,
+            entries(&image.synced),
+            entries(&image.unsynced),
+        ]
+        .into_iter()
+        .max()
+        .unwrap_or(0)
+    };
+    match message {
+        Message::ClientRequest { .. } | Message::ClientReply { .. } | Message::Commits { .. } => 0,
+        Message::Requests { send_ns, bound_ns, sender_error_ns, .. } => (*send_ns).max(*bound_ns).max(*sender_error_ns),
+        Message::FastReplies { view, owd_ns, .. } | Message::SlowReply { view, owd_ns, .. } => (*view).max(*owd_ns),
+        Message::Sync { view, cv: c, cv_since, first, entries: sync, commit, .. } => {
+            let deadlines = sync.iter().map(|e| e.deadline).max().unwrap_or(0);
+            let end = first.saturating_add(sync.len() as u64);
+            [*view, cv(c), *cv_since, end, *commit, deadlines].into_iter().max().unwrap_or(0)
+        }
+        Message::SyncAck { view, cv: c, sync_point, .. } => (*view).max(cv(c)).max(*sync_point),
+        Message::ViewChangeRequest { view, cv: c } => (*view).max(cv(c)),
+        Message::ViewChange { view, cv: c, last_normal_view, commit, image: i } => {
+            [*view, cv(c), *last_normal_view, *commit, image(i)].into_iter().max().unwrap_or(0)
+        }
+        Message::StartView { view, cv: c, commit, image: i }
+        | Message::StateTransferReply { view, cv: c, commit, image: i } => {
+            [*view, cv(c), *commit, image(i)].into_iter().max().unwrap_or(0)
+        }
+        Message::RecoveryRequest { cv: c, .. } | Message::StateTransferRequest { cv: c } => cv(c),
+        Message::RecoveryReply { view, cv: c, .. } => (*view).max(cv(c)),
+    }
+}
+
 impl Node<Nezha> for Replica {
     fn on_start(&mut self, now: ClockReading, out: &mut Outbox<Nezha>) {
         if self.status == Status::Recovering {
@@ -743,6 +790,10 @@ impl Node<Nezha> for Replica {
     }
 
     fn on_message(&mut self, now: ClockReading, from: NodeId, message: Message, out: &mut Outbox<Nezha>) {
+        if highest_number(&message) > NUMBER_MAX {
+            self.stats.drop_input("number out of range");
+            return;
+        }
         let handled = match message {
             Message::Requests { requests, send_ns, bound_ns, sender_error_ns, slow_replies } => {
                 self.on_requests(now, from, requests, send_ns, bound_ns, sender_error_ns, slow_replies, out)

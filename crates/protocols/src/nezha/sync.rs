@@ -445,6 +445,10 @@ impl Replica {
         if sync_point > self.sync_point() {
             return Err("sync ack beyond the leader's log");
         }
+        if sender == self.rank {
+            // Only a forged or misrouted datagram names the leader as its own follower.
+            return Err("sync ack from the leader itself");
+        }
         assert!(sender != self.rank, "the leader does not acknowledge itself");
         self.acked[sender] = self.acked[sender].max(sync_point);
         self.acked[self.rank] = self.sync_point();

@@ -204,7 +204,12 @@ impl Replica {
         if self.votes.len() < self.f + 1 {
             return;
         }
-        assert!(self.votes.contains_key(&self.rank), "the new leader votes for itself");
+        if !self.votes.contains_key(&self.rank) {
+            // Our own vote went stale: a peer's crash vector (forged, or from a later rejoin of
+            // ours) raised our own entry. The view change timer moves on to the next view.
+            self.stats.drop_input("own view-change vote stale");
+            return;
+        }
         let inputs: Vec<(u64, &LogImage)> =
             self.votes.values().map(|vote| (vote.last_normal_view, vote.image.as_ref())).collect();
         let (checkpoint, log) = merge(&inputs, self.f);

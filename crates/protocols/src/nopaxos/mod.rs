@@ -85,6 +85,8 @@ pub use canary::NoPaxosRequestOverNoOp;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_random_peers;
+#[cfg(test)]
 mod tests_scripts;
 
 use ordo_core::{CrashModel, FailureBudget, GlobalChecker, Node, NodeContext, Protocol, Role};

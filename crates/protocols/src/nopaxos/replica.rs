@@ -129,6 +129,46 @@ pub enum DropReason {
     SyncRepBeyondTheLog,
     /// "sync-commit not from the leader".
     SyncCommitNotFromTheLeader,
+    /// "number out of range": a view, session, slot or position above [`NUMBER_MAX`].
+    NumberOutOfRange,
+}
+
+/// The largest view number, session number, slot or message number a replica accepts from a
+/// peer. Each grows by one per view change, session or request, so no cluster reaches it;
+/// below it, `+ 1` on a number that came from a peer cannot overflow.
+pub const NUMBER_MAX: u64 = u64::MAX / 4;
+
+/// The highest view, session, slot or message number `message` carries (logs included), checked
+/// against [`NUMBER_MAX`] before any handler adds to it.
+fn highest_number(message: &Message) -> u64 {
+    let view = |view: &ViewId| view.leader_num.max(view.session_num);
+    let log = |log: &super::log::Log| log.base().saturating_add(log.held() as u64);
+    match message {
+        Message::Request(_) | Message::Ping => 0,
+        Message::Stamped { session, seq, .. } => (*session).max(*seq),
+        Message::Reply { view: v, slot, .. }
+        | Message::SlotLookup { view: v, slot }
+        | Message::SlotContent { view: v, slot, .. }
+        | Message::SlotMissing { view: v, slot }
+        | Message::GapFind { view: v, slot }
+        | Message::GapFound { view: v, slot, .. }
+        | Message::GapCommit { view: v, slot }
+        | Message::GapCommitRep { view: v, slot } => view(v).max(*slot),
+        Message::ViewChangeReq { view: v } | Message::StartViewAck { view: v } => view(v),
+        Message::ViewChange { view: v, last_normal, session_msg_num, log: l } => {
+            view(v).max(view(last_normal)).max(*session_msg_num).max(log(l))
+        }
+        Message::StartView { view: v, session_msg_num, log: l } => view(v).max(*session_msg_num).max(log(l)),
+        Message::SyncPrepare { view: v, from, through, no_ops } => {
+            view(v).max(*from).max(*through).max(no_ops.iter().copied().max().unwrap_or(0))
+        }
+        Message::SyncRep { view: v, through } | Message::SyncCommit { view: v, through } => view(v).max(*through),
+        Message::Recovery { .. } => 0,
+        Message::RecoveryResponse { view: v, state, .. } => view(v)
+            .max(state.as_ref().map_or(0, |state| state.session_msg_num.max(state.sync_point).max(log(&state.log)))),
+        Message::Pong { session, .. } => session.unwrap_or(0),
+        Message::SetSession { session, .. } => *session,
+    }
 }
 
 impl DropReason {
@@ -136,6 +176,7 @@ impl DropReason {
     pub fn name(self) -> &'static str {
         match self {
             DropReason::Oum(discard) => discard.name(),
+            DropReason::NumberOutOfRange => "number out of range",
             DropReason::StampedRequestNotFromASequencer => "stamped request not from a sequencer",
             DropReason::MessageNotForAReplica => "message not for a replica",
             DropReason::SenderIsNotAnotherReplica => "sender is not another replica",
@@ -575,6 +616,10 @@ impl Node<NoPaxos> for Replica {
     }
 
     fn on_message(&mut self, now: ClockReading, from: NodeId, message: Message, out: &mut Outbox<NoPaxos>) {
+        if highest_number(&message) > NUMBER_MAX {
+            self.stats.drop_input(DropReason::NumberOutOfRange.name());
+            return;
+        }
         let handled = match self.status {
             // Stamped requests are buffered by libOUM meanwhile; recovery answers are handled.
             Status::Recovering if !matches!(message, Message::Stamped { .. } | Message::RecoveryResponse { .. }) => {

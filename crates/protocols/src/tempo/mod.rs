@@ -65,6 +65,8 @@ mod tests_executor;
 #[cfg(test)]
 mod tests_promises;
 #[cfg(test)]
+mod tests_random_peers;
+#[cfg(test)]
 mod tests_recovery;
 #[cfg(test)]
 mod tests_scenarios;

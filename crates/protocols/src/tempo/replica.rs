@@ -386,6 +386,14 @@ impl Replica {
         coordinators: Vec<NodeId>,
         out: &mut Outbox<Tempo>,
     ) -> Result<(), &'static str> {
+        // Validate the lists before indexing with them (a multi-shard submit once built fast
+        // quorums for shards that do not exist).
+        if parts.len() != shards.len() || shards.windows(2).any(|w| w[0] >= w[1]) {
+            return Err("submit without one part per ascending shard");
+        }
+        if shards.iter().any(|&s| s as usize >= self.topology.shards.len()) {
+            return Err("submit names an unknown shard");
+        }
         let Some(index) = shards.iter().position(|&s| s == self.shard) else {
             return Err("submit for shards we do not replicate");
         };
@@ -651,7 +659,12 @@ impl Replica {
         }
         let Some(instance) = self.instance(dot) else { return };
         if let Some(&known) = instance.shard_ts.get(&shard) {
-            assert_eq!(known, t, "P1: a shard commits one timestamp per command");
+            // P1 (a shard commits one timestamp per command) holds among correct replicas; a
+            // second `Commit` with another timestamp is forged or corrupt, never ours to apply.
+            if known != t {
+                self.stats.drop_input("commit with another timestamp");
+                return;
+            }
         }
         instance.shard_ts.insert(shard, t);
         if instance.phase == Phase::Start
@@ -818,6 +831,30 @@ impl Replica {
     }
 }
 
+/// The largest timestamp, ballot or promise sequence number a replica accepts from a peer.
+/// Timestamps grow by one per conflicting command and ballots by `r` per recovery, so no
+/// cluster reaches it; below it, `+ 1` on a number that came from a peer cannot overflow.
+pub const NUMBER_MAX: u64 = u64::MAX / 4;
+
+/// The highest timestamp, ballot or sequence number `message` carries, checked against
+/// [`NUMBER_MAX`] before any handler adds to it.
+fn highest_number(message: &Message) -> u64 {
+    let ranges = |ranges: &mut dyn Iterator<Item = &PromiseRange>| ranges.map(|r| r.lo.max(r.hi)).max().unwrap_or(0);
+    match message {
+        Message::Submit { .. } | Message::Payload { .. } | Message::Help { .. } | Message::Reply { .. } => 0,
+        Message::Stable { .. } => 0,
+        Message::Propose { t, .. } | Message::Bump { t, .. } => *t,
+        Message::ProposeAck { t, promises, .. } => (*t).max(ranges(&mut promises.iter())),
+        Message::Commit { t, promises, .. } => (*t).max(ranges(&mut promises.iter().map(|(_, range)| range))),
+        Message::Consensus { t, ballot, .. } => (*t).max(*ballot),
+        Message::ConsensusAck { ballot, .. } | Message::Rec { ballot, .. } => *ballot,
+        Message::RecAck { t, abal, ballot, .. } => (*t).max(*abal).max(*ballot),
+        Message::Promises { from_seq, ranges: r, ack } => {
+            (*from_seq).max(*ack).max(ranges(&mut r.iter())).saturating_add(r.len() as u64)
+        }
+    }
+}
+
 impl Node<Tempo> for Replica {
     fn on_start(&mut self, now: ClockReading, out: &mut Outbox<Tempo>) {
         self.now_ns = now.local_ns;
@@ -915,6 +952,10 @@ impl Replica {
     /// One message, while running or booting.
     fn handle_message(&mut self, now: ClockReading, from: NodeId, message: Message, out: &mut Outbox<Tempo>) {
         self.now_ns = now.local_ns;
+        if highest_number(&message) > NUMBER_MAX {
+            self.stats.drop_input("number out of range");
+            return;
+        }
         if let Some(rank) = self.rank_of(from) {
             self.last_heard[rank] = now.local_ns;
         }

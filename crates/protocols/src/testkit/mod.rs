@@ -26,6 +26,8 @@
 //! When the protocol has a [`ordo_core::GlobalChecker`], every observation goes through it and a
 //! violation panics at the step that produced it.
 
+#[cfg(test)]
+pub mod random_peers;
 pub mod script;
 
 use ordo_core::{
@@ -164,6 +166,8 @@ pub struct Cluster<P: Protocol> {
     completions: Vec<Completion>,
     isolated: BTreeSet<NodeId>,
     partition_drops: u64,
+    /// Sends to a node id that names no node, dropped.
+    unknown_destination_drops: u64,
     checker: Option<Box<dyn GlobalChecker<P>>>,
     observations: u64,
     actions: Vec<Action<P>>,
@@ -234,6 +238,7 @@ impl<P: Protocol> Cluster<P> {
             completions: Vec::new(),
             isolated: BTreeSet::new(),
             partition_drops: 0,
+            unknown_destination_drops: 0,
             checker: P::global_checker(),
             observations: 0,
             actions: Vec::new(),
@@ -715,6 +720,12 @@ impl<P: Protocol> Cluster<P> {
         }
         if self.isolated.contains(&from) || self.isolated.contains(&to) {
             self.partition_drops += 1;
+            return id;
+        }
+        if to.index() >= self.slots.len() {
+            // As the runtime does (`send_to_unknown_node`): a node id taken from a forged
+            // message may name no node at all.
+            self.unknown_destination_drops += 1;
             return id;
         }
         self.network.push_back(Envelope { id, from, to, message });

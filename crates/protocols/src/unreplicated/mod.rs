@@ -11,6 +11,8 @@ pub mod messages;
 pub mod server;
 
 #[cfg(test)]
+mod tests_random_peers;
+#[cfg(test)]
 mod tests_scripts;
 
 use ordo_core::{Node, NodeContext, Protocol, Role};
