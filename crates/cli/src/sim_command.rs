@@ -98,6 +98,9 @@ pub struct SimArgs {
     /// Most configurations one step of the check may explore (default 20000000).
     #[arg(long)]
     check_explored_max: Option<usize>,
+    /// Search every key, without the replicas' order as a witness (docs/history.md).
+    #[arg(long)]
+    check_without_witness: bool,
 }
 
 struct RunOne(SimConfig);
@@ -185,6 +188,7 @@ fn build_config(args: &SimArgs, seeds_mode: bool) -> Result<SimConfig, String> {
     if let Some(max) = args.check_explored_max {
         config.check_limits.explored_per_step_max = max;
     }
+    config.check_witness &= !args.check_without_witness;
     config.colocate_clients |= args.colocate_clients;
     config.validate()?;
     Ok(config)

@@ -97,6 +97,9 @@ pub struct SimConfig {
     /// Limits of the linearizability check; past them a key is too complex and the run's
     /// linearizability is unknown (reported, neither a pass nor a failure).
     pub check_limits: CheckOptions,
+    /// Offer the check the replicas' order of each key as a witness (`witness.rs`), so that it
+    /// searches only keys that order does not prove. Off: every key is searched.
+    pub check_witness: bool,
     /// Protocol options, as the protocol's `Config` in TOML form.
     pub protocol: toml::Table,
     /// Runs client c on one machine with the protocol's c-th extra node modulo their count (for
@@ -130,6 +133,7 @@ impl Default for SimConfig {
             check_linearizability: true,
             record_history: true,
             check_limits: CheckOptions::default(),
+            check_witness: true,
             protocol: toml::Table::new(),
             colocate_clients: false,
             placement: Default::default(),

@@ -149,8 +149,12 @@ fn linearizability<P: Protocol>(
     if !config.check_linearizability || assertion_failed {
         return (None, None, None);
     }
-    let witness = crate::witness::collect();
-    match ordo_check::check_linearizable_witnessed(&world.history, &witness, &config.check_limits) {
+    let verdict = if config.check_witness {
+        ordo_check::check_linearizable_witnessed(&world.history, &crate::witness::collect(), &config.check_limits)
+    } else {
+        ordo_check::check_linearizable_with(&world.history, &config.check_limits)
+    };
+    match verdict {
         Ok(_) => (Some(true), None, None),
         Err(too_complex @ ordo_check::Violation::TooComplex { .. }) => (None, None, Some(too_complex.to_string())),
         Err(violation) => (Some(false), Some(violation.to_string()), None),
