@@ -182,7 +182,7 @@ impl Client {
     fn start(&mut self, submission: Submission, out: &mut Outbox<SwiftPaxos>) {
         let id = RequestId { client: self.id, number: self.next_number };
         self.next_number += 1;
-        let delegated_read = self.config.reads && self.variant.has_fast_path() && submission.command.is_read_only();
+        let delegated_read = reads::delegates(&self.config, self.variant, &submission.command);
         self.outstanding = Some(Outstanding {
             op: submission.op,
             id,

@@ -25,10 +25,10 @@
 //! both; `docs/protocols/swiftpaxos.md` records the choice. The option is `reads` (off by
 //! default, as the paper's base protocol).
 
-use super::Flaw;
 use super::messages::Message;
 use super::quorums::Quorums;
 use super::replica::Replica;
+use super::{Config, Flaw, Variant};
 use crate::executor::graph::CommandStatus;
 use ordo_core::{Command, CommandResult, NodeId, RequestId, Topology};
 use std::collections::BTreeSet;
@@ -48,6 +48,12 @@ pub enum Served {
     },
     /// No result: the client waits for the read's execution here.
     Deferred,
+}
+
+/// Whether `command` is a read that a reader serves instead of the leader (`reads` is on, and
+/// the variant has fast quorums).
+pub fn delegates(config: &Config, variant: Variant, command: &Command) -> bool {
+    config.reads && variant.has_fast_path() && command.is_read_only()
 }
 
 /// The rank of the replica that serves `client`'s reads in `ballot`: the fast-quorum member
@@ -117,8 +123,8 @@ pub fn closure_order<'a>(
 impl Replica {
     /// The reader of `command` in `ballot` when reads are delegated and `command` is one.
     pub(crate) fn reads_reader(&self, client: NodeId, command: &Command, ballot: u64) -> Option<usize> {
-        let delegated = self.config.reads && self.variant.has_fast_path() && command.is_read_only();
-        delegated.then(|| reader(&self.quorums, &self.topology, &self.peers, client, ballot))
+        delegates(&self.config, self.variant, command)
+            .then(|| reader(&self.quorums, &self.topology, &self.peers, client, ballot))
     }
 
     /// Our answer to the client of the read `id` we serve, proposed just now with `deps` and
@@ -188,11 +194,7 @@ impl Replica {
         }
         keys.sort_unstable();
         keys.dedup();
-        let mut fork = self.execution.state_machine.fork_keys(&keys).unwrap_or_else(|| {
-            let mut copy = (self.execution.new_state_machine)();
-            copy.restore(&self.execution.state_machine.snapshot()).expect("a snapshot restores");
-            copy
-        });
+        let mut fork = self.execution.fork(&keys);
         for (other, write) in order.iter().zip(writes) {
             fork.apply(*other, write);
         }

@@ -196,6 +196,18 @@ pub struct Execution {
     scratch: Vec<RequestId>,
 }
 
+impl Execution {
+    /// A scratch machine holding `keys` for speculative execution; a machine that cannot fork
+    /// keys is copied whole (spec §5.6: never the real state).
+    pub(crate) fn fork(&self, keys: &[ordo_core::Key]) -> Box<dyn StateMachine> {
+        self.state_machine.fork_keys(keys).unwrap_or_else(|| {
+            let mut copy = (self.new_state_machine)();
+            copy.restore(&self.state_machine.snapshot()).expect("a snapshot restores");
+            copy
+        })
+    }
+}
+
 /// A SwiftPaxos replica.
 pub struct Replica {
     pub(crate) id: NodeId,
@@ -519,12 +531,7 @@ impl Replica {
         }
         keys.sort_unstable();
         keys.dedup();
-        // A machine that cannot fork keys is copied whole (spec §5.6: never the real state).
-        let mut fork = self.execution.state_machine.fork_keys(&keys).unwrap_or_else(|| {
-            let mut copy = (self.execution.new_state_machine)();
-            copy.restore(&self.execution.state_machine.snapshot()).expect("a snapshot restores");
-            copy
-        });
+        let mut fork = self.execution.fork(&keys);
         for other in before {
             let pending = self.instances[&other].command.clone().expect("pending commands have payloads");
             fork.apply(other, &pending);
