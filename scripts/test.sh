@@ -24,6 +24,15 @@ rm -rf "$campaign"
 "$ordo" sim --protocol swiftpaxos --set reads=true --seeds 1..50 --faults random --duration 1s --clients 12 --jobs 2 \
   | tail -n 3
 
+echo "== every protocol on every latency matrix in examples/latency, no options set (10 s each)"
+for matrix in examples/latency/*.toml; do
+  for protocol in $("$ordo" protocols | awk '{print $1}'); do
+    "$ordo" sim --protocol "$protocol" --latency "$matrix" --duration 10s > /dev/null \
+      || { echo "$protocol on $matrix failed: $ordo sim --protocol $protocol --latency $matrix --duration 10s" >&2; exit 1; }
+  done
+  echo "$matrix: every protocol committed and passed its checks"
+done
+
 echo "== real runtime: a local cluster per protocol, driven by redis-benchmark (the real-process"
 echo "   tests with Redis clients and a killed leader ran with the unit tests: crates/cli/tests/runtime.rs)"
 if command -v redis-benchmark >/dev/null; then

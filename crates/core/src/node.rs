@@ -134,6 +134,44 @@ impl Topology {
         shard_of_key(key, self.shards.len())
     }
 
+    /// The slowest round trip between the sites of two replicas (0 on a single site, and in
+    /// the runtime, whose cluster file states no delays): what replicas wait on one another.
+    pub fn replica_round_trip_ns(&self) -> u64 {
+        self.round_trip_max_ns(|node| node.role == Role::Replica)
+    }
+
+    /// The slowest round trip between a replica's site and any node's: what a client (or a
+    /// proxy, a sequencer) waits on a replica.
+    pub fn client_round_trip_ns(&self) -> u64 {
+        self.round_trip_max_ns(|_| true)
+    }
+
+    fn round_trip_max_ns(&self, far_end: impl Fn(&NodeSpec) -> bool) -> u64 {
+        let replicas = self.nodes.iter().filter(|node| node.role == Role::Replica);
+        let one_way = |a: usize, b: usize| self.site_delay_ns.get(a).and_then(|row| row.get(b)).copied().unwrap_or(0);
+        replicas
+            .flat_map(|replica| self.nodes.iter().filter(|n| far_end(n)).map(move |other| (replica.site, other.site)))
+            .map(|(a, b)| one_way(a, b).max(one_way(b, a)))
+            .max()
+            .unwrap_or(0)
+            .saturating_mul(2)
+    }
+
+    /// A replica's timeout that is `lan_ns` on a LAN, stretched by `round_trips` of the slowest
+    /// round trip between replicas. Protocols' timeout options are LAN values; a WAN must not
+    /// trigger the view changes and recoveries that only a LAN's speed would justify, so every
+    /// protocol derives its timeouts with this (and [`Topology::stretched_for_clients`]), and
+    /// so runs on any latency matrix with no option set.
+    pub fn stretched(&self, lan_ns: u64, round_trips: u64) -> u64 {
+        lan_ns.saturating_add(self.replica_round_trip_ns().saturating_mul(round_trips))
+    }
+
+    /// A client's timeout (a retry, a proxy's), as [`Topology::stretched`] but by the slowest
+    /// round trip between a replica and any node.
+    pub fn stretched_for_clients(&self, lan_ns: u64, round_trips: u64) -> u64 {
+        lan_ns.saturating_add(self.client_round_trip_ns().saturating_mul(round_trips))
+    }
+
     /// Whether two nodes run on one machine.
     pub fn same_machine(&self, a: NodeId, b: NodeId) -> bool {
         self.node(a).machine.is_some() && self.node(a).machine == self.node(b).machine

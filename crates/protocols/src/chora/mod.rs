@@ -79,7 +79,7 @@ mod tests_scenarios;
 #[cfg(test)]
 mod tests_scenarios_2;
 
-use ordo_core::{CrashModel, GlobalChecker, Node, NodeContext, Protocol, Role};
+use ordo_core::{CrashModel, GlobalChecker, Node, NodeContext, Protocol, Role, Topology};
 use serde::{Deserialize, Serialize};
 
 /// Chora.
@@ -99,6 +99,8 @@ pub enum Mode {
 }
 
 /// Options of Chora. Defaults suit the simulator's LAN and its CPU model.
+/// Time-outs are LAN values; every node runs with them stretched by the topology's slowest
+/// round trip (`Config::scaled`), so a WAN needs no option set.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
@@ -188,6 +190,18 @@ impl Config {
         }
         Ok(())
     }
+
+    /// The time-outs stretched by the topology's slowest round trip ([`Topology::stretched`]):
+    /// on a WAN a proposal's acknowledgements take a round trip and a client's request two
+    /// to commit, so coordination, view changes and retries must not fire at LAN speed.
+    pub fn scaled(&self, topology: &Topology) -> Config {
+        Config {
+            coordination_ns: topology.stretched(self.coordination_ns, 2),
+            view_change_timeout_ns: topology.stretched(self.view_change_timeout_ns, 4),
+            client_retry_ns: topology.stretched_for_clients(self.client_retry_ns, 4),
+            ..self.clone()
+        }
+    }
 }
 
 /// Timers of Chora.
@@ -275,6 +289,7 @@ impl Protocol for Chora {
 
 /// Builds a node of the real protocol with `flaw` switched on.
 pub(crate) fn new_node_with(context: NodeContext<Chora>, durable: Vec<Durable>, flaw: Flaw) -> Box<dyn Node<Chora>> {
+    let context = NodeContext { config: context.config.scaled(&context.topology), ..context };
     match context.role() {
         Role::Client => Box::new(client::Client::new(context)),
         _ => Box::new(replica::Replica::new(context, durable, flaw)),

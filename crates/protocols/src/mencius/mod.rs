@@ -54,13 +54,15 @@ mod tests;
 mod tests_recovery;
 
 use crate::chora::checker::{ChoraChecker, Observation};
-use ordo_core::{CrashModel, GlobalChecker, Node, NodeContext, Protocol, Role};
+use ordo_core::{CrashModel, GlobalChecker, Node, NodeContext, Protocol, Role, Topology};
 use serde::{Deserialize, Serialize};
 
 /// Mencius.
 pub struct Mencius;
 
 /// Options of Mencius. Defaults suit the simulator's LAN.
+/// Time-outs are LAN values; every node runs with them stretched by the topology's slowest
+/// round trip (`Config::scaled`), so a WAN needs no option set.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
@@ -130,6 +132,17 @@ impl Config {
             return Err("mencius: revoke_timeout_ns must be at least two ticks".into());
         }
         Ok(())
+    }
+
+    /// The time-outs stretched by the topology's slowest round trip ([`Topology::stretched`]):
+    /// on a WAN an owner's proposal or skip takes up to half a round trip to arrive and a
+    /// client's request two to commit, so revocations and retries must not fire at LAN speed.
+    pub fn scaled(&self, topology: &Topology) -> Config {
+        Config {
+            revoke_timeout_ns: topology.stretched(self.revoke_timeout_ns, 4),
+            client_retry_ns: topology.stretched_for_clients(self.client_retry_ns, 4),
+            ..self.clone()
+        }
     }
 }
 
@@ -211,6 +224,7 @@ pub(crate) fn new_node_with(
     durable: Vec<Durable>,
     flaw: Flaw,
 ) -> Box<dyn Node<Mencius>> {
+    let context = NodeContext { config: context.config.scaled(&context.topology), ..context };
     match context.role() {
         Role::Client => Box::new(client::Client::new(context)),
         _ => Box::new(replica::Replica::new(context, durable, flaw)),

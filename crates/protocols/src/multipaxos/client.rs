@@ -25,7 +25,7 @@ impl Client {
         let replicas = context.topology.replicas().clone();
         assert!(!replicas.is_empty(), "a cluster has replicas");
         let pipeline = ClientPipeline::new(context.client_id(), context.config.client_window);
-        let retries = RetrySweep::new(context.config.client_retry_ns);
+        let retries = RetrySweep::new(context.config.scaled(&context.topology).client_retry_ns);
         Client { replicas, view: 0, pipeline, retries, stats: NodeStats::default() }
     }
 

@@ -103,7 +103,7 @@ mod tests_random_peers;
 mod tests_scripts;
 
 use messages::{Entry, Snapshot};
-use ordo_core::{GlobalChecker, Node, NodeContext, Protocol, Role};
+use ordo_core::{GlobalChecker, Node, NodeContext, Protocol, Role, Topology};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
@@ -111,6 +111,8 @@ use std::sync::Arc;
 pub struct MultiPaxos;
 
 /// Options of Multi-Paxos. Defaults suit a LAN.
+/// Time-outs are LAN values; every node runs with them stretched by the topology's slowest
+/// round trip (`Config::scaled`), so a WAN needs no option set.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
@@ -208,6 +210,19 @@ impl Config {
             return Err("multipaxos: view_change_timeout_ns must be at least 2".into());
         }
         Ok(())
+    }
+
+    /// The time-outs stretched by the topology's slowest round trip
+    /// ([`Topology::stretched`]): a leader's heartbeat
+    /// takes half a round trip to reach a backup and a request two to commit, so a WAN must
+    /// not start the view changes and retries a LAN's values would.
+    pub fn scaled(&self, topology: &Topology) -> Config {
+        Config {
+            view_change_timeout_ns: topology.stretched(self.view_change_timeout_ns, 3),
+            client_retry_ns: topology.stretched_for_clients(self.client_retry_ns, 4),
+            state_transfer_retry_ns: topology.stretched(self.state_transfer_retry_ns, 2),
+            ..self.clone()
+        }
     }
 }
 

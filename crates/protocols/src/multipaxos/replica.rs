@@ -88,6 +88,9 @@ pub enum DropReason {
     NotLeaderOfView,
     /// A `StartView` whose log is shorter than what we know is committed.
     StartViewBehindCommit,
+    /// The `DoViewChange`s of a view contradict each other: the log with the latest normal view
+    /// lacks entries another offer (or we) saw committed. Honest replicas never offer this.
+    ContradictoryOffers,
     /// A `GetState` for entries after our op number.
     RequesterAhead,
     /// A `GetState` below our log base while we hold no snapshot for it.
@@ -159,6 +162,7 @@ impl DropReason {
             DropReason::ViewAlreadyStarted => "view already started",
             DropReason::NotLeaderOfView => "do-view-change for a view led by another",
             DropReason::StartViewBehindCommit => "start-view behind our commit",
+            DropReason::ContradictoryOffers => "view-change offers contradict each other",
             DropReason::RequesterAhead => "state requested beyond our log",
             DropReason::CannotServe => "state below our log base",
             DropReason::UnexpectedState => "new-state not asked for",
@@ -252,7 +256,7 @@ pub struct Replica {
 impl Replica {
     /// A replica, fresh or rebuilt from its durable records.
     pub(crate) fn new(context: NodeContext<MultiPaxos>, durable: Vec<Durable>, flaw: Flaw) -> Self {
-        let config = context.config.clone();
+        let config = context.config.scaled(&context.topology);
         assert_eq!(config.validate(), Ok(()), "drivers validate the config first");
         let replicas = context.topology.replicas().clone();
         assert!(replicas.contains(&context.id), "a replica is listed among the replicas");

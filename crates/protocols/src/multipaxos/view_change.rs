@@ -208,9 +208,13 @@ impl Replica {
         let mut offers = std::mem::take(&mut self.view_change.do_view_change);
         let max_commit = offers.values().map(|offer| offer.commit_number).max().expect("a quorum of offers");
         let mut chosen = offers.remove(&chosen_from).expect("the chosen offer is among the offers");
-        if self.flaw != Flaw::LossyViewChange {
-            assert!(chosen.op_number >= max_commit, "the chosen log holds every committed entry");
-            assert!(chosen.op_number >= self.commit_number, "the chosen log holds our committed entries");
+        let holds_committed = chosen.op_number >= max_commit && chosen.op_number >= self.commit_number;
+        if !holds_committed && self.flaw != Flaw::LossyViewChange {
+            // VR's view-change argument: the log of the latest normal view holds every committed
+            // entry, so only a lying peer gets here. Adopting its log would lose committed
+            // entries; the view is abandoned instead, and the timer starts the next one.
+            self.stats.drop_input(DropReason::ContradictoryOffers.name());
+            return;
         }
         if self.flaw == Flaw::ReusedOp {
             drop_entries_above(&mut chosen, max_commit);

@@ -98,13 +98,15 @@ mod tests_random_peers;
 #[cfg(test)]
 mod tests_scripts;
 
-use ordo_core::{FailureBudget, GlobalChecker, Node, NodeContext, Protocol, Role};
+use ordo_core::{FailureBudget, GlobalChecker, Node, NodeContext, Protocol, Role, Topology};
 use serde::{Deserialize, Serialize};
 
 /// Nezha.
 pub struct Nezha;
 
 /// Options of Nezha. Defaults follow the paper's evaluation (App. D) on a LAN.
+/// Time-outs are LAN values; every node runs with them stretched by the topology's slowest
+/// round trip (`Config::scaled`), so a WAN needs no option set.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
@@ -253,6 +255,20 @@ impl Config {
         }
         Ok(())
     }
+
+    /// The time-outs stretched by the topology's slowest round trip ([`Topology::stretched`]):
+    /// on a WAN a leader's heartbeat takes up to half a round trip, a request two to commit,
+    /// and D, the largest OWD estimate (the paper's 200 µs, a LAN value), must cover the
+    /// slowest one-way delay or every deadline is missed.
+    pub fn scaled(&self, topology: &Topology) -> Config {
+        Config {
+            owd_max_ns: topology.stretched_for_clients(self.owd_max_ns, 1),
+            view_change_timeout_ns: topology.stretched(self.view_change_timeout_ns, 3),
+            client_retry_ns: topology.stretched_for_clients(self.client_retry_ns, 4),
+            proxy_forget_ns: topology.stretched_for_clients(self.proxy_forget_ns, 8),
+            ..self.clone()
+        }
+    }
 }
 
 /// Timers of Nezha.
@@ -347,6 +363,7 @@ impl Protocol for Nezha {
 
 /// Builds a node of the real protocol with `flaw` switched on.
 pub(crate) fn new_node_with(context: NodeContext<Nezha>, durable: Vec<Durable>, flaw: Flaw) -> Box<dyn Node<Nezha>> {
+    let context = NodeContext { config: context.config.scaled(&context.topology), ..context };
     match context.role() {
         Role::Client => Box::new(client::Client::new(context, flaw)),
         Role::Proxy => Box::new(proxy::Proxy::new(context, flaw)),

@@ -89,13 +89,15 @@ mod tests_random_peers;
 #[cfg(test)]
 mod tests_scripts;
 
-use ordo_core::{CrashModel, FailureBudget, GlobalChecker, Node, NodeContext, Protocol, Role};
+use ordo_core::{CrashModel, FailureBudget, GlobalChecker, Node, NodeContext, Protocol, Role, Topology};
 use serde::{Deserialize, Serialize};
 
 /// NOPaxos.
 pub struct NoPaxos;
 
 /// Options of NOPaxos. Defaults suit the simulator's LAN.
+/// Time-outs are LAN values; every node runs with them stretched by the topology's slowest
+/// round trip (`Config::scaled`), so a WAN needs no option set.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
@@ -163,6 +165,19 @@ impl Config {
             return Err("nopaxos: sequencer_timeout_ns must be at least two controller pings".into());
         }
         Ok(())
+    }
+
+    /// The time-outs stretched by the topology's slowest round trip ([`Topology::stretched`]):
+    /// on a WAN a leader's heartbeat takes up to half a round trip, a request two to commit,
+    /// a gap's copies one, and the controller's ping of a sequencer one.
+    pub fn scaled(&self, topology: &Topology) -> Config {
+        Config {
+            view_change_timeout_ns: topology.stretched(self.view_change_timeout_ns, 3),
+            gap_find_timeout_ns: topology.stretched(self.gap_find_timeout_ns, 1),
+            client_retry_ns: topology.stretched_for_clients(self.client_retry_ns, 4),
+            sequencer_timeout_ns: topology.stretched_for_clients(self.sequencer_timeout_ns, 3),
+            ..self.clone()
+        }
     }
 }
 
@@ -283,6 +298,7 @@ pub(crate) fn new_node_with(
     durable: Vec<Durable>,
     flaw: Flaw,
 ) -> Box<dyn Node<NoPaxos>> {
+    let context = NodeContext { config: context.config.scaled(&context.topology), ..context };
     match context.role() {
         Role::Client => Box::new(client::Client::new(context)),
         Role::Sequencer => Box::new(sequencer::Sequencer::new(context)),

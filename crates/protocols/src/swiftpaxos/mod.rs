@@ -162,14 +162,12 @@ impl Config {
     /// the implementer, §13.10): a WAN must not trigger fetches, re-proposals, suspicions and
     /// recoveries that only a LAN's speed would justify.
     pub fn scaled(&self, topology: &Topology) -> Config {
-        let one_way_max = topology.site_delay_ns.iter().flatten().copied().max().unwrap_or(0);
-        let rtt_max = one_way_max.saturating_mul(2);
         Config {
-            suspect_timeout_ns: self.suspect_timeout_ns.saturating_add(rtt_max.saturating_mul(2)),
-            fetch_timeout_ns: self.fetch_timeout_ns.saturating_add(rtt_max),
-            repropose_timeout_ns: self.repropose_timeout_ns.saturating_add(rtt_max.saturating_mul(3)),
-            stuck_timeout_ns: self.stuck_timeout_ns.saturating_add(rtt_max.saturating_mul(6)),
-            client_retry_ns: self.client_retry_ns.saturating_add(rtt_max.saturating_mul(8)),
+            suspect_timeout_ns: topology.stretched(self.suspect_timeout_ns, 2),
+            fetch_timeout_ns: topology.stretched(self.fetch_timeout_ns, 1),
+            repropose_timeout_ns: topology.stretched(self.repropose_timeout_ns, 3),
+            stuck_timeout_ns: topology.stretched(self.stuck_timeout_ns, 6),
+            client_retry_ns: topology.stretched_for_clients(self.client_retry_ns, 8),
             ..self.clone()
         }
     }

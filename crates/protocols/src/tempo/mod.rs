@@ -170,12 +170,10 @@ impl Config {
     /// The time-outs stretched by the topology's largest round trip, so that a WAN does not
     /// trigger recoveries and retries that a LAN would need.
     pub fn scaled(&self, topology: &Topology) -> Config {
-        let one_way_max = topology.site_delay_ns.iter().flatten().copied().max().unwrap_or(0);
-        let rtt_max = one_way_max.saturating_mul(2);
         Config {
-            recovery_timeout_ns: self.recovery_timeout_ns.saturating_add(rtt_max.saturating_mul(3)),
-            client_retry_ns: self.client_retry_ns.saturating_add(rtt_max.saturating_mul(5)),
-            suspect_timeout_ns: self.suspect_timeout_ns.saturating_add(rtt_max.saturating_mul(2)),
+            recovery_timeout_ns: topology.stretched(self.recovery_timeout_ns, 3),
+            client_retry_ns: topology.stretched_for_clients(self.client_retry_ns, 5),
+            suspect_timeout_ns: topology.stretched(self.suspect_timeout_ns, 2),
             ..self.clone()
         }
     }

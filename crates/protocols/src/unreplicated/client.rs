@@ -18,7 +18,7 @@ impl Client {
     pub fn new(context: NodeContext<Unreplicated>) -> Self {
         let server = context.topology.replicas()[0];
         let pipeline = ClientPipeline::new(context.client_id(), context.config.client_window);
-        let retries = RetrySweep::new(context.config.client_retry_ns);
+        let retries = RetrySweep::new(context.topology.stretched_for_clients(context.config.client_retry_ns, 2));
         Client { server, pipeline, retries, stats: NodeStats::default() }
     }
 

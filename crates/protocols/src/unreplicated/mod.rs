@@ -25,7 +25,8 @@ pub struct Unreplicated;
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
-    /// How long a client waits for a reply before sending its request again.
+    /// How long a client waits for a reply before sending its request again, plus two of the
+    /// topology's slowest round trips ([`ordo_core::Topology::stretched_for_clients`]).
     pub client_retry_ns: u64,
     /// Commands between two snapshots that compact the durable log.
     pub snapshot_interval: u64,
