@@ -134,7 +134,13 @@ fn check_exit_codes() {
             "\n"
         ),
     );
-    assert_eq!(ordo(&["check", good.to_str().unwrap()]).status.code(), Some(0));
+    let passed = ordo(&["check", good.to_str().unwrap()]);
+    assert_eq!(passed.status.code(), Some(0));
+    let summary = stdout(&passed);
+    assert!(summary.starts_with("linearizable: "), "the verdict first: {summary}");
+    assert!(summary.contains("4 events, 2 operations: 2 ok, 0 failed, 0 of unknown outcome"), "{summary}");
+    assert!(summary.contains("1 key: 1 proved by search"), "{summary}");
+    assert!(!summary.contains('{'), "no Rust debug text: {summary}");
     let good_text = std::fs::read_to_string(&good).unwrap();
     let stale_read = r#"{"client": 2, "kind": "ok", "time_ns": 4, "op": "read", "key": "k", "value": null}"#;
     let stale_text: Vec<&str> = good_text.lines().take(3).chain([stale_read]).collect();
