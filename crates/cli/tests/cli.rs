@@ -282,3 +282,22 @@ fn cluster_up_says_why_a_node_could_not_start() {
     assert!(stderr.contains("r2 exited"), "names the node: {stderr}");
     assert!(stderr.contains("Address already in use"), "gives the reason: {stderr}");
 }
+
+#[test]
+fn help_lists_every_command_in_one_line_each() {
+    // Goal: `ordo --help` is where a newcomer finds the commands (it once listed neither
+    // `cluster` nor `bench`), with one line each and the exit codes; `ordo help COMMAND` works
+    // for each. Method: parse the Commands block of the help text.
+    let help = stdout(&ordo(&["--help"]));
+    let block: Vec<&str> =
+        help.lines().skip_while(|line| *line != "Commands:").skip(1).take_while(|line| !line.is_empty()).collect();
+    let names: Vec<&str> = block.iter().filter_map(|line| line.split_whitespace().next()).collect();
+    assert_eq!(names, ["protocols", "sim", "check", "node", "cluster", "bench", "help"], "one line each: {help}");
+    assert!(block.iter().all(|line| line.len() <= 100), "short lines: {help}");
+    assert!(help.contains("Exit codes") && help.contains("3  inconclusive"), "{help}");
+    for command in &names[..6] {
+        let output = ordo(&["help", command]);
+        assert!(output.status.success(), "{command}");
+        assert!(stdout(&output).contains(&format!("Usage: ordo {command}")), "{command}: {}", stdout(&output));
+    }
+}
