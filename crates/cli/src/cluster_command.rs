@@ -8,7 +8,7 @@ use ordo_core::{CrashModel, Protocol};
 use ordo_net::ClusterFile;
 use ordo_net::config::{FileRole, with_runtime_defaults};
 use ordo_protocols::{ProtocolVisitor, with_protocol};
-use std::net::SocketAddr;
+use ordo_sim::SimConfig;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ExitCode};
@@ -131,6 +131,75 @@ fn colocate(file: &mut ClusterFile, roles: &[String]) -> Result<(), String> {
     Ok(())
 }
 
+/// Simulated time of the probe that finds replicas a protocol leaves idle: long enough for
+/// every replica of a replicated protocol to hear from a peer or the leader (each does within a
+/// millisecond on the simulated LAN), short enough to cost a fraction of a second.
+const IDLE_PROBE_NS: u64 = 20_000_000;
+
+/// The replicas (0-based, in file order) that the cluster `args` describes would leave idle.
+/// A protocol without replication runs every command on its first replica, and the others
+/// would be processes that never receive a message while `cluster up` counted them as
+/// replicas. The CLI must not name protocols (the registry does), so it asks the protocol
+/// itself: it simulates the same replicas with the same options and one client for
+/// [`IDLE_PROBE_NS`]; a replica that received no message there takes no part in the protocol.
+struct IdleReplicas<'a>(&'a UpArgs);
+
+impl ProtocolVisitor for IdleReplicas<'_> {
+    type Output = Vec<usize>;
+    fn visit<P: Protocol>(self) -> Vec<usize> {
+        let args = self.0;
+        let config = SimConfig {
+            replicas: args.replicas,
+            clients: 1,
+            duration_ns: IDLE_PROBE_NS,
+            check_linearizability: false,
+            record_history: false,
+            protocol: with_runtime_defaults::<P>(&args.protocol_options.iter().cloned().collect()),
+            ..SimConfig::default()
+        };
+        // A configuration the simulator cannot run says nothing about idleness: the cluster
+        // file was accepted, so let the nodes themselves report what is wrong.
+        let Ok(run) = ordo_sim::run::<P>(config) else { return Vec::new() };
+        let replicas = run.report.nodes.iter().filter(|node| node.role == "replica");
+        replicas.enumerate().filter(|(_, node)| node.messages_received == 0).map(|(index, _)| index).collect()
+    }
+}
+
+/// Refuses a cluster whose protocol would use only the first of several replicas (a protocol
+/// without replication), naming the idle replicas; anything else is accepted as it is.
+fn refuse_idle_replicas(args: &UpArgs, file: &ClusterFile) -> Result<(), String> {
+    if args.replicas < 2 {
+        return Ok(());
+    }
+    let idle = with_protocol(&args.protocol, IdleReplicas(args)).unwrap_or_default();
+    // Only the unmistakable case is refused: every replica but the first idle. A probe that
+    // missed one replica's first message must never refuse a replicated protocol.
+    if idle.len() + 1 != args.replicas || idle.contains(&0) {
+        return Ok(());
+    }
+    let names: Vec<&str> =
+        file.nodes.iter().filter(|n| n.role == FileRole::Replica).map(|n| n.name.as_str()).skip(1).collect();
+    Err(format!(
+        "`{protocol}` has no replication: it runs every command on one server, and its other replicas \
+         ({idle}) would be idle processes (in a short simulation of this configuration they received no \
+         message). Such a cluster tolerates no failure whatever --replicas says. Start it with --replicas 1.",
+        protocol = args.protocol,
+        idle = names.join(", "),
+    ))
+}
+
+/// The warning for a replica count that tolerates no failure: a majority of 1 or 2 replicas is
+/// all of them, so f = (replicas - 1) / 2 = 0.
+fn no_failure_tolerated(replicas: usize) -> Option<String> {
+    (replicas < 3).then(|| {
+        let count = if replicas == 1 { "1 replica".to_string() } else { format!("{replicas} replicas") };
+        format!(
+            "warning: with {count}, f = 0: the cluster tolerates no failure (when one replica stops, the \
+             cluster stops); 3 replicas tolerate one"
+        )
+    })
+}
+
 /// Builds the cluster file of `cluster up` (also used by `ordo bench`).
 pub fn cluster_file(args: &UpArgs, data_dir: PathBuf) -> Result<ClusterFile, String> {
     with_protocol(&args.protocol, BuildFile(args, data_dir)).map_err(|e| e.to_string())?
@@ -165,7 +234,13 @@ fn log_tail(log: &Path, lines: usize) -> String {
     if tail.is_empty() {
         return format!("its log {} is empty", log.display());
     }
-    format!("the end of its log {}:\n  {}", log.display(), tail.join("\n  "))
+    // The commonest reason, with its remedy: another process holds one of the cluster's ports.
+    let hint = if tail.iter().any(|line| line.contains("Address already in use")) {
+        "\nanother process holds that port: choose free ports with --port-base and --redis-port"
+    } else {
+        ""
+    };
+    format!("the end of its log {}:\n  {}{hint}", log.display(), tail.join("\n  "))
 }
 
 /// A running local cluster.
@@ -200,23 +275,33 @@ impl LocalCluster {
         Ok(cluster)
     }
 
-    /// Waits until every child's metrics endpoint answers (or `timeout`).
+    /// Waits until every child's metrics endpoint answers (or `timeout`). Every child is
+    /// watched all along, so a node that exits while another is still starting is reported
+    /// with why (the end of its log), not only the first one in file order.
     pub fn wait_ready(&mut self, timeout: Duration) -> Result<(), String> {
         let deadline = Instant::now() + timeout;
-        for (name, child) in &mut self.children {
-            let entry = &self.file.nodes[self.file.entry(name).map_err(|e| e.to_string())?];
-            let Some(address) = entry.metrics else { continue };
-            loop {
+        let mut waiting: Vec<usize> = (0..self.children.len()).collect();
+        while !waiting.is_empty() {
+            let mut still = Vec::new();
+            for index in waiting {
+                let (name, child) = &mut self.children[index];
                 if let Ok(Some(status)) = child.try_wait() {
                     let log = self.file.data_dir.join(format!("{name}.log.txt"));
                     return Err(format!("{name} exited with {status}; {}", log_tail(&log, 5)));
                 }
-                if ordo_net::metrics::fetch(address, "/status", Duration::from_millis(200)).is_some() {
-                    break;
+                let entry = &self.file.nodes[self.file.entry(name).map_err(|e| e.to_string())?];
+                let Some(address) = entry.metrics else { continue };
+                if ordo_net::metrics::fetch(address, "/status", Duration::from_millis(200)).is_none() {
+                    still.push(index);
                 }
-                if Instant::now() > deadline {
-                    return Err(format!("{name} did not start in time"));
-                }
+            }
+            waiting = still;
+            if let Some(&index) = waiting.first()
+                && Instant::now() > deadline
+            {
+                return Err(format!("{} did not start in {} s", self.children[index].0, timeout.as_secs()));
+            }
+            if !waiting.is_empty() {
                 std::thread::sleep(Duration::from_millis(50));
             }
         }
@@ -414,26 +499,32 @@ fn fresh_dir(prefix: &str) -> PathBuf {
     std::env::temp_dir().join(format!("{prefix}-{}-{stamp}", std::process::id()))
 }
 
-/// Runs `ordo cluster ...`.
+/// Builds and checks everything `cluster up` needs before it starts a process: the cluster
+/// file, the data directory, the replica count. An error is the user's to fix (exit 2).
+fn prepare(args: &UpArgs) -> Result<ClusterFile, String> {
+    let data_dir = args.data_dir.clone().unwrap_or_else(|| fresh_dir("ordo-cluster"));
+    let file = cluster_file(args, data_dir.clone())?;
+    refuse_idle_replicas(args, &file)?;
+    prepare_data_dir(&data_dir, args.wipe_data_dir, &args.protocol)?;
+    println!("data directory: {} (the cluster file, each node's log and durable files)", data_dir.display());
+    if let Some(warning) = no_failure_tolerated(args.replicas) {
+        eprintln!("{warning}");
+    }
+    Ok(file)
+}
+
+/// Runs `ordo cluster ...`. Exit codes (docs/runtime.md): 2 when the command or its
+/// configuration is refused before anything starts; 1 when a node fails to start or exits
+/// before Ctrl-C; 0 after a Ctrl-C that found every node running.
 pub fn run(command: ClusterCommand) -> ExitCode {
     let ClusterCommand::Up(args) = command;
-    let data_dir = args.data_dir.clone().unwrap_or_else(|| fresh_dir("ordo-cluster"));
-    let file = match cluster_file(&args, data_dir.clone()) {
+    let file = match prepare(&args) {
         Ok(file) => file,
         Err(error) => {
             eprintln!("error: {error}");
             return ExitCode::from(2);
         }
     };
-    if let Err(error) = prepare_data_dir(&data_dir, args.wipe_data_dir, &args.protocol) {
-        eprintln!("error: {error}");
-        return ExitCode::from(2);
-    }
-    println!("data directory: {}", data_dir.display());
-    if args.replicas < 3 {
-        let count = if args.replicas == 1 { "1 replica tolerates" } else { "2 replicas tolerate" };
-        eprintln!("warning: {count} no replica failure; 3 tolerate one");
-    }
     // SAFETY: the handler only stores to an atomic.
     unsafe {
         libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
@@ -453,14 +544,18 @@ pub fn run(command: ClusterCommand) -> ExitCode {
         eprintln!("error: {error}");
         return ExitCode::from(1);
     }
-    let redis: Option<SocketAddr> = cluster.file.nodes.iter().find_map(|n| n.redis);
-    println!(
-        "{} cluster with {} replicas is up (cluster file {})",
-        args.protocol,
-        args.replicas,
-        cluster.path.display()
-    );
-    if let Some(redis) = redis {
+    print_connection(&cluster, &args);
+    let failed = watch(&mut cluster, args.status_every);
+    println!("stopping the cluster");
+    cluster.stop();
+    if failed { ExitCode::from(1) } else { ExitCode::SUCCESS }
+}
+
+/// Says the cluster is up and how to reach it.
+fn print_connection(cluster: &LocalCluster, args: &UpArgs) {
+    let replicas = if args.replicas == 1 { "1 replica".to_string() } else { format!("{} replicas", args.replicas) };
+    println!("{} cluster with {replicas} is up (cluster file {})", args.protocol, cluster.path.display());
+    if let Some(redis) = cluster.file.nodes.iter().find_map(|n| n.redis) {
         println!("connect with: redis-cli -p {}    (Redis protocol on {redis})", redis.port());
     }
     for entry in &cluster.file.nodes {
@@ -469,25 +564,32 @@ pub fn run(command: ClusterCommand) -> ExitCode {
         }
     }
     println!("Ctrl-C stops the cluster.");
-    let mut next_status = Instant::now() + Duration::from_nanos(args.status_every);
+}
+
+/// Until Ctrl-C: reports a node that exits, with why (the end of its log), and prints the
+/// nodes' states every `status_every_ns` (0: never). Returns true when a node exited before
+/// Ctrl-C: the run then failed, whatever the cluster did afterwards.
+fn watch(cluster: &mut LocalCluster, status_every_ns: u64) -> bool {
+    let mut next_status = Instant::now() + Duration::from_nanos(status_every_ns);
+    let mut failed = false;
     while !STOP.load(Ordering::SeqCst) {
         std::thread::sleep(Duration::from_millis(50));
         for (name, child) in &mut cluster.children {
             if let Ok(Some(status)) = child.try_wait() {
-                println!("{name} exited ({status})");
+                let log = cluster.file.data_dir.join(format!("{name}.log.txt"));
+                eprintln!("error: {name} exited with {status}; {}", log_tail(&log, 5));
+                failed = true;
             }
         }
         cluster.children.retain_mut(|(_, child)| matches!(child.try_wait(), Ok(None)));
-        if args.status_every > 0 && Instant::now() >= next_status {
-            next_status = Instant::now() + Duration::from_nanos(args.status_every);
+        if status_every_ns > 0 && Instant::now() >= next_status {
+            next_status = Instant::now() + Duration::from_nanos(status_every_ns);
             for line in status_lines(&cluster.file) {
                 println!("{line}");
             }
         }
     }
-    println!("stopping the cluster");
-    cluster.stop();
-    ExitCode::SUCCESS
+    failed
 }
 
 #[cfg(test)]
@@ -563,6 +665,29 @@ mod tests {
         });
         assert_eq!(describe(&leader, false), "leader | executed 2 | commits 7 | msgs in/out 5/6");
         assert_eq!(commits_text(0, 0, true), "commits fast/slow 0/0");
+    }
+
+    #[test]
+    fn one_or_two_replicas_are_warned_that_f_is_zero() {
+        // Goal: a replica count that tolerates no failure says so, in those words.
+        for replicas in [1, 2] {
+            let warning = no_failure_tolerated(replicas).expect("a warning");
+            assert!(warning.contains("f = 0") && warning.contains("no failure"), "{warning}");
+        }
+        assert_eq!(no_failure_tolerated(3), None);
+    }
+
+    #[test]
+    fn only_a_protocol_without_replication_is_refused_for_idle_replicas() {
+        // Goal: the probe that finds idle replicas refuses exactly the protocol that runs one
+        // server, and never a replicated one (a false refusal would keep a user from starting a
+        // good cluster). Method: every registered protocol with 3 replicas and its defaults.
+        for info in ordo_protocols::protocols().iter().filter(|info| !info.canary) {
+            let args = up_args(info.name, vec![]);
+            let file = cluster_file(&args, "/tmp/unused".into()).unwrap();
+            let refused = refuse_idle_replicas(&args, &file);
+            assert_eq!(refused.is_err(), info.name == "unreplicated", "{}: {refused:?}", info.name);
+        }
     }
 
     #[test]
