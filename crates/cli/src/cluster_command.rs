@@ -28,7 +28,7 @@ pub struct UpArgs {
     /// Protocol name (see `ordo protocols`).
     #[arg(long)]
     pub protocol: String,
-    /// Replicas.
+    /// Replicas: with majority quorums 3 tolerate one failure, 5 two, and 1 or 2 none.
     #[arg(long, default_value_t = 3)]
     pub replicas: usize,
     /// Protocol client nodes in the gateway (concurrent operations in flight). Pipelined Redis
@@ -38,7 +38,8 @@ pub struct UpArgs {
     /// The gateway's Redis port on 127.0.0.1.
     #[arg(long, default_value_t = 7379)]
     pub redis_port: u16,
-    /// First UDP port; metrics ports start 1000 above.
+    /// First UDP port (node i uses base+i, its metrics port base+1000+i); at least 1024, and the
+    /// range must end by 65535.
     #[arg(long, default_value_t = 7400)]
     pub port_base: u16,
     /// Directory for the cluster file and the nodes' durable files (default: a fresh temporary one).
