@@ -393,3 +393,41 @@ fn help_lists_every_command_in_one_line_each() {
         assert!(stdout(&output).contains(&format!("Usage: ordo {command}")), "{command}: {}", stdout(&output));
     }
 }
+
+#[test]
+fn cluster_up_reports_a_node_that_dies_and_exits_1() {
+    // Goal: a node that dies while the cluster runs is reported with why, and the command's exit
+    // code says the run failed (it used to print one line and exit 0 at Ctrl-C). Method: start
+    // a cluster, SIGKILL r2, wait for the report, then SIGINT; expect exit 1 and r2 named.
+    use std::io::BufRead;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ordo"))
+        .args(["cluster", "up", "--protocol", "multipaxos", "--clients", "4", "--status-every", "0"])
+        .args(["--port-base", "29900", "--redis-port", "29899"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("ordo runs");
+    let mut r2 = None;
+    // Kept open to the end: a closed stdout would stop `cluster up` at its next line.
+    let mut stdout = std::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
+    for line in stdout.by_ref() {
+        let line = line.expect("utf-8");
+        if let Some(pid) = line.strip_prefix("started r2 pid ") {
+            r2 = Some(pid.parse::<libc::pid_t>().expect("a pid"));
+        }
+        if line.starts_with("Ctrl-C stops the cluster") {
+            break;
+        }
+    }
+    let r2 = r2.expect("r2 started");
+    // SAFETY: signalling processes this test started, by their pids.
+    unsafe { libc::kill(r2, libc::SIGKILL) };
+    let mut stderr = std::io::BufReader::new(child.stderr.take().expect("stderr")).lines();
+    let report =
+        stderr.find_map(|line| line.ok().filter(|line| line.contains("r2 exited"))).expect("r2's exit reported");
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    let status = child.wait().expect("wait");
+    assert!(report.starts_with("error: r2 exited with signal: 9"), "{report}");
+    assert_eq!(status.code(), Some(1), "a node died during the run");
+    drop(stdout);
+}
