@@ -8,7 +8,7 @@ use ordo_core::{CrashModel, Protocol};
 use ordo_net::ClusterFile;
 use ordo_net::config::{FileRole, with_runtime_defaults};
 use ordo_protocols::{ProtocolVisitor, with_protocol};
-use std::net::SocketAddr;
+use ordo_sim::SimConfig;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ExitCode};
@@ -28,7 +28,7 @@ pub struct UpArgs {
     /// Protocol name (see `ordo protocols`).
     #[arg(long)]
     pub protocol: String,
-    /// Replicas.
+    /// Replicas: with majority quorums 3 tolerate one failure, 5 two, and 1 or 2 none.
     #[arg(long, default_value_t = 3)]
     pub replicas: usize,
     /// Protocol client nodes in the gateway (concurrent operations in flight). Pipelined Redis
@@ -38,7 +38,8 @@ pub struct UpArgs {
     /// The gateway's Redis port on 127.0.0.1.
     #[arg(long, default_value_t = 7379)]
     pub redis_port: u16,
-    /// First UDP port; metrics ports start 1000 above.
+    /// First UDP port (node i uses base+i, its metrics port base+1000+i); at least 1024, and the
+    /// range must end by 65535.
     #[arg(long, default_value_t = 7400)]
     pub port_base: u16,
     /// Directory for the cluster file and the nodes' durable files (default: a fresh temporary one).
@@ -131,6 +132,75 @@ fn colocate(file: &mut ClusterFile, roles: &[String]) -> Result<(), String> {
     Ok(())
 }
 
+/// Simulated time of the probe that finds replicas a protocol leaves idle: long enough for
+/// every replica of a replicated protocol to hear from a peer or the leader (each does within a
+/// millisecond on the simulated LAN), short enough to cost a fraction of a second.
+const IDLE_PROBE_NS: u64 = 20_000_000;
+
+/// The replicas (0-based, in file order) that the cluster `args` describes would leave idle.
+/// A protocol without replication runs every command on its first replica, and the others
+/// would be processes that never receive a message while `cluster up` counted them as
+/// replicas. The CLI must not name protocols (the registry does), so it asks the protocol
+/// itself: it simulates the same replicas with the same options and one client for
+/// [`IDLE_PROBE_NS`]; a replica that received no message there takes no part in the protocol.
+struct IdleReplicas<'a>(&'a UpArgs);
+
+impl ProtocolVisitor for IdleReplicas<'_> {
+    type Output = Vec<usize>;
+    fn visit<P: Protocol>(self) -> Vec<usize> {
+        let args = self.0;
+        let config = SimConfig {
+            replicas: args.replicas,
+            clients: 1,
+            duration_ns: IDLE_PROBE_NS,
+            check_linearizability: false,
+            record_history: false,
+            protocol: with_runtime_defaults::<P>(&args.protocol_options.iter().cloned().collect()),
+            ..SimConfig::default()
+        };
+        // A configuration the simulator cannot run says nothing about idleness: the cluster
+        // file was accepted, so let the nodes themselves report what is wrong.
+        let Ok(run) = ordo_sim::run::<P>(config) else { return Vec::new() };
+        let replicas = run.report.nodes.iter().filter(|node| node.role == "replica");
+        replicas.enumerate().filter(|(_, node)| node.messages_received == 0).map(|(index, _)| index).collect()
+    }
+}
+
+/// Refuses a cluster whose protocol would use only the first of several replicas (a protocol
+/// without replication), naming the idle replicas; anything else is accepted as it is.
+fn refuse_idle_replicas(args: &UpArgs, file: &ClusterFile) -> Result<(), String> {
+    if args.replicas < 2 {
+        return Ok(());
+    }
+    let idle = with_protocol(&args.protocol, IdleReplicas(args)).unwrap_or_default();
+    // Only the unmistakable case is refused: every replica but the first idle. A probe that
+    // missed one replica's first message must never refuse a replicated protocol.
+    if idle.len() + 1 != args.replicas || idle.contains(&0) {
+        return Ok(());
+    }
+    let names: Vec<&str> =
+        file.nodes.iter().filter(|n| n.role == FileRole::Replica).map(|n| n.name.as_str()).skip(1).collect();
+    Err(format!(
+        "`{protocol}` has no replication: it runs every command on one server, and its other replicas \
+         ({idle}) would be idle processes (in a short simulation of this configuration they received no \
+         message). Such a cluster tolerates no failure whatever --replicas says. Start it with --replicas 1.",
+        protocol = args.protocol,
+        idle = names.join(", "),
+    ))
+}
+
+/// The warning for a replica count that tolerates no failure: a majority of 1 or 2 replicas is
+/// all of them, so f = (replicas - 1) / 2 = 0.
+fn no_failure_tolerated(replicas: usize) -> Option<String> {
+    (replicas < 3).then(|| {
+        let count = if replicas == 1 { "1 replica".to_string() } else { format!("{replicas} replicas") };
+        format!(
+            "warning: with {count}, f = 0: the cluster tolerates no failure (when one replica stops, the \
+             cluster stops); 3 replicas tolerate one"
+        )
+    })
+}
+
 /// Builds the cluster file of `cluster up` (also used by `ordo bench`).
 pub fn cluster_file(args: &UpArgs, data_dir: PathBuf) -> Result<ClusterFile, String> {
     with_protocol(&args.protocol, BuildFile(args, data_dir)).map_err(|e| e.to_string())?
@@ -165,7 +235,13 @@ fn log_tail(log: &Path, lines: usize) -> String {
     if tail.is_empty() {
         return format!("its log {} is empty", log.display());
     }
-    format!("the end of its log {}:\n  {}", log.display(), tail.join("\n  "))
+    // The commonest reason, with its remedy: another process holds one of the cluster's ports.
+    let hint = if tail.iter().any(|line| line.contains("Address already in use")) {
+        "\nanother process holds that port: choose free ports with --port-base and --redis-port"
+    } else {
+        ""
+    };
+    format!("the end of its log {}:\n  {}{hint}", log.display(), tail.join("\n  "))
 }
 
 /// A running local cluster.
@@ -200,23 +276,33 @@ impl LocalCluster {
         Ok(cluster)
     }
 
-    /// Waits until every child's metrics endpoint answers (or `timeout`).
+    /// Waits until every child's metrics endpoint answers (or `timeout`). Every child is
+    /// watched all along, so a node that exits while another is still starting is reported
+    /// with why (the end of its log), not only the first one in file order.
     pub fn wait_ready(&mut self, timeout: Duration) -> Result<(), String> {
         let deadline = Instant::now() + timeout;
-        for (name, child) in &mut self.children {
-            let entry = &self.file.nodes[self.file.entry(name).map_err(|e| e.to_string())?];
-            let Some(address) = entry.metrics else { continue };
-            loop {
+        let mut waiting: Vec<usize> = (0..self.children.len()).collect();
+        while !waiting.is_empty() {
+            let mut still = Vec::new();
+            for index in waiting {
+                let (name, child) = &mut self.children[index];
                 if let Ok(Some(status)) = child.try_wait() {
                     let log = self.file.data_dir.join(format!("{name}.log.txt"));
                     return Err(format!("{name} exited with {status}; {}", log_tail(&log, 5)));
                 }
-                if ordo_net::metrics::fetch(address, "/status", Duration::from_millis(200)).is_some() {
-                    break;
+                let entry = &self.file.nodes[self.file.entry(name).map_err(|e| e.to_string())?];
+                let Some(address) = entry.metrics else { continue };
+                if ordo_net::metrics::fetch(address, "/status", Duration::from_millis(200)).is_none() {
+                    still.push(index);
                 }
-                if Instant::now() > deadline {
-                    return Err(format!("{name} did not start in time"));
-                }
+            }
+            waiting = still;
+            if let Some(&index) = waiting.first()
+                && Instant::now() > deadline
+            {
+                return Err(format!("{} did not start in {} s", self.children[index].0, timeout.as_secs()));
+            }
+            if !waiting.is_empty() {
                 std::thread::sleep(Duration::from_millis(50));
             }
         }
@@ -246,8 +332,54 @@ impl Drop for LocalCluster {
     }
 }
 
-/// One line per node from its `/status`.
+/// True when the protocol of `file` has a fast path, so that fast and slow commits are both
+/// meaningful counts.
+fn has_fast_path(protocol: &str) -> bool {
+    struct FastPath;
+    impl ProtocolVisitor for FastPath {
+        type Output = bool;
+        fn visit<P: Protocol>(self) -> bool {
+            P::has_fast_path()
+        }
+    }
+    with_protocol(protocol, FastPath).unwrap_or(false)
+}
+
+/// Commits counted by the nodes one process hosts, fast and slow: its own nodes (a replica; a
+/// gateway's colocated proxies) and, for a gateway, the sum over its client nodes. Each
+/// protocol counts a commit once, where it is decided: at the leader or coordinator replica
+/// (Multi-Paxos, Tempo), at a proxy (Nezha) or at the client (NOPaxos); so the cluster's
+/// commits are the sum over every process, and a replica that only executes counts none.
+fn commits_counted(status: &serde_json::Value) -> (u64, u64) {
+    let count = |stats: &serde_json::Value| {
+        (stats["fast_path_commits"].as_u64().unwrap_or(0), stats["slow_path_commits"].as_u64().unwrap_or(0))
+    };
+    let hosted = status["nodes"].as_array().into_iter().flatten().filter(|node| node["role"] != "client");
+    let (mut fast, mut slow) = count(&status["client_stats"]);
+    for node in hosted {
+        let (node_fast, node_slow) = count(&node["stats"]);
+        fast += node_fast;
+        slow += node_slow;
+    }
+    (fast, slow)
+}
+
+/// How commits read in a status line: fast and slow where the protocol has a fast path, a
+/// plain count otherwise (its commits are all "slow", which would say nothing).
+fn commits_text(fast: u64, slow: u64, fast_path: bool) -> String {
+    if fast_path {
+        let share = (fast * 100).checked_div(fast + slow).map_or(String::new(), |percent| format!(", {percent}% fast"));
+        format!("commits fast/slow {fast}/{slow}{share}")
+    } else {
+        format!("commits {}", fast + slow)
+    }
+}
+
+/// The nodes' states: a header line with the cluster's commits, then one line per process
+/// from its `/status`.
 pub fn status_lines(file: &ClusterFile) -> Vec<String> {
+    let fast_path = has_fast_path(&file.protocol);
+    let (mut fast, mut slow) = (0, 0);
     let mut lines = Vec::new();
     for entry in &file.nodes {
         let Some(address) = entry.metrics else { continue };
@@ -255,19 +387,30 @@ pub fn status_lines(file: &ClusterFile) -> Vec<String> {
             .and_then(|body| serde_json::from_str::<serde_json::Value>(&body).ok())
         {
             None => "unreachable".to_string(),
-            Some(status) => describe(&status),
+            Some(status) => {
+                let (process_fast, process_slow) = commits_counted(&status);
+                fast += process_fast;
+                slow += process_slow;
+                describe(&status, fast_path)
+            }
         };
         lines.push(format!("  {:<10} {:<9} {line}", entry.name, format!("{:?}", entry.role).to_lowercase()));
     }
+    lines.insert(0, format!("-- nodes (cluster: {})", commits_text(fast, slow, fast_path)));
     lines
 }
 
-fn describe(status: &serde_json::Value) -> String {
+/// One process's status line. Commits appear on the processes that count them (see
+/// [`commits_counted`]), so `executed 2` on a replica beside no commits is not a contradiction:
+/// that replica executes what another node decided.
+fn describe(status: &serde_json::Value, fast_path: bool) -> String {
     let transport = &status["transport"];
+    let (fast, slow) = commits_counted(status);
+    let commits = if fast + slow > 0 { format!(" | {}", commits_text(fast, slow, fast_path)) } else { String::new() };
     if status["role"] == "gateway" {
         let latency = &status["latency_us"];
         return format!(
-            "ops {} (timed out {}), busy clients {}, queued {}, p50 {}us p99 {}us",
+            "ops {} (timed out {}), busy clients {}, queued {}, p50 {}us p99 {}us{commits}",
             transport["operations_completed"],
             transport["operations_timed_out"],
             transport["clients_busy"],
@@ -277,17 +420,10 @@ fn describe(status: &serde_json::Value) -> String {
         );
     }
     let node = &status["nodes"][0];
-    let stats = &node["stats"];
-    let (fast, slow) = (stats["fast_path_commits"].as_u64(), stats["slow_path_commits"].as_u64());
-    // Only protocols with a commit path count commits; for the others the counts say nothing.
-    let commits = match (fast, slow) {
-        (Some(fast), Some(slow)) if fast + slow > 0 => format!(" commits fast/slow {fast}/{slow}"),
-        _ => String::new(),
-    };
     format!(
         "{} | executed {}{commits} | msgs in/out {}/{}",
         node["status"].as_str().unwrap_or("?"),
-        stats["executed"],
+        node["stats"]["executed"],
         transport["messages_received"],
         transport["messages_sent"]
     )
@@ -364,26 +500,32 @@ fn fresh_dir(prefix: &str) -> PathBuf {
     std::env::temp_dir().join(format!("{prefix}-{}-{stamp}", std::process::id()))
 }
 
-/// Runs `ordo cluster ...`.
+/// Builds and checks everything `cluster up` needs before it starts a process: the cluster
+/// file, the data directory, the replica count. An error is the user's to fix (exit 2).
+fn prepare(args: &UpArgs) -> Result<ClusterFile, String> {
+    let data_dir = args.data_dir.clone().unwrap_or_else(|| fresh_dir("ordo-cluster"));
+    let file = cluster_file(args, data_dir.clone())?;
+    refuse_idle_replicas(args, &file)?;
+    prepare_data_dir(&data_dir, args.wipe_data_dir, &args.protocol)?;
+    println!("data directory: {} (the cluster file, each node's log and durable files)", data_dir.display());
+    if let Some(warning) = no_failure_tolerated(args.replicas) {
+        eprintln!("{warning}");
+    }
+    Ok(file)
+}
+
+/// Runs `ordo cluster ...`. Exit codes (docs/runtime.md): 2 when the command or its
+/// configuration is refused before anything starts; 1 when a node fails to start or exits
+/// before Ctrl-C; 0 after a Ctrl-C that found every node running.
 pub fn run(command: ClusterCommand) -> ExitCode {
     let ClusterCommand::Up(args) = command;
-    let data_dir = args.data_dir.clone().unwrap_or_else(|| fresh_dir("ordo-cluster"));
-    let file = match cluster_file(&args, data_dir.clone()) {
+    let file = match prepare(&args) {
         Ok(file) => file,
         Err(error) => {
             eprintln!("error: {error}");
             return ExitCode::from(2);
         }
     };
-    if let Err(error) = prepare_data_dir(&data_dir, args.wipe_data_dir, &args.protocol) {
-        eprintln!("error: {error}");
-        return ExitCode::from(2);
-    }
-    println!("data directory: {}", data_dir.display());
-    if args.replicas < 3 {
-        let count = if args.replicas == 1 { "1 replica tolerates" } else { "2 replicas tolerate" };
-        eprintln!("warning: {count} no replica failure; 3 tolerate one");
-    }
     // SAFETY: the handler only stores to an atomic.
     unsafe {
         libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
@@ -403,14 +545,18 @@ pub fn run(command: ClusterCommand) -> ExitCode {
         eprintln!("error: {error}");
         return ExitCode::from(1);
     }
-    let redis: Option<SocketAddr> = cluster.file.nodes.iter().find_map(|n| n.redis);
-    println!(
-        "{} cluster with {} replicas is up (cluster file {})",
-        args.protocol,
-        args.replicas,
-        cluster.path.display()
-    );
-    if let Some(redis) = redis {
+    print_connection(&cluster, &args);
+    let failed = watch(&mut cluster, args.status_every);
+    println!("stopping the cluster");
+    cluster.stop();
+    if failed { ExitCode::from(1) } else { ExitCode::SUCCESS }
+}
+
+/// Says the cluster is up and how to reach it.
+fn print_connection(cluster: &LocalCluster, args: &UpArgs) {
+    let replicas = if args.replicas == 1 { "1 replica".to_string() } else { format!("{} replicas", args.replicas) };
+    println!("{} cluster with {replicas} is up (cluster file {})", args.protocol, cluster.path.display());
+    if let Some(redis) = cluster.file.nodes.iter().find_map(|n| n.redis) {
         println!("connect with: redis-cli -p {}    (Redis protocol on {redis})", redis.port());
     }
     for entry in &cluster.file.nodes {
@@ -419,26 +565,32 @@ pub fn run(command: ClusterCommand) -> ExitCode {
         }
     }
     println!("Ctrl-C stops the cluster.");
-    let mut next_status = Instant::now() + Duration::from_nanos(args.status_every);
+}
+
+/// Until Ctrl-C: reports a node that exits, with why (the end of its log), and prints the
+/// nodes' states every `status_every_ns` (0: never). Returns true when a node exited before
+/// Ctrl-C: the run then failed, whatever the cluster did afterwards.
+fn watch(cluster: &mut LocalCluster, status_every_ns: u64) -> bool {
+    let mut next_status = Instant::now() + Duration::from_nanos(status_every_ns);
+    let mut failed = false;
     while !STOP.load(Ordering::SeqCst) {
         std::thread::sleep(Duration::from_millis(50));
         for (name, child) in &mut cluster.children {
             if let Ok(Some(status)) = child.try_wait() {
-                println!("{name} exited ({status})");
+                let log = cluster.file.data_dir.join(format!("{name}.log.txt"));
+                eprintln!("error: {name} exited with {status}; {}", log_tail(&log, 5));
+                failed = true;
             }
         }
         cluster.children.retain_mut(|(_, child)| matches!(child.try_wait(), Ok(None)));
-        if args.status_every > 0 && Instant::now() >= next_status {
-            next_status = Instant::now() + Duration::from_nanos(args.status_every);
-            println!("-- nodes");
+        if status_every_ns > 0 && Instant::now() >= next_status {
+            next_status = Instant::now() + Duration::from_nanos(status_every_ns);
             for line in status_lines(&cluster.file) {
                 println!("{line}");
             }
         }
     }
-    println!("stopping the cluster");
-    cluster.stop();
-    ExitCode::SUCCESS
+    failed
 }
 
 #[cfg(test)]
@@ -476,6 +628,67 @@ mod tests {
         let set = vec![("view_change_timeout_ns".to_string(), toml::Value::Integer(20_000_000))];
         let file = cluster_file(&up_args("nezha", set), "/tmp/unused".into()).unwrap();
         assert_eq!(timeout(file), Some(toml::Value::Integer(20_000_000)), "--set wins");
+    }
+
+    #[test]
+    fn status_lines_count_commits_where_the_protocol_counts_them() {
+        // Goal: the status block once read `commits fast/slow 0/0` beside `executed 2`: the
+        // commits of Nezha and NOPaxos are counted by the gateway's proxies and clients, and a
+        // protocol without a fast path has no fast/slow split. Method: /status bodies as the
+        // runtime writes them; a replica that only executes shows no commits, a gateway shows
+        // its proxies' and client nodes' commits (its first client node, listed among its
+        // nodes, counted once), a protocol without a fast path a plain count.
+        let stats = |fast: u64, slow: u64| serde_json::json!({"fast_path_commits": fast, "slow_path_commits": slow, "executed": 2});
+        let transport = serde_json::json!({"messages_received": 5, "messages_sent": 6, "operations_completed": 3});
+        let follower = serde_json::json!({
+            "role": "replica", "transport": transport, "client_stats": stats(0, 0),
+            "nodes": [{"role": "replica", "status": "follower", "stats": stats(0, 0)}],
+        });
+        assert_eq!(commits_counted(&follower), (0, 0));
+        assert_eq!(describe(&follower, true), "follower | executed 2 | msgs in/out 5/6");
+        let gateway = serde_json::json!({
+            "role": "gateway", "transport": transport, "latency_us": [[0.5, 10], [0.9, 20], [0.99, 30]],
+            "client_stats": stats(1, 0),
+            "nodes": [
+                {"role": "proxy", "status": "", "stats": stats(2, 1)},
+                {"role": "client", "status": "", "stats": stats(1, 0)},
+            ],
+        });
+        assert_eq!(commits_counted(&gateway), (3, 1), "the first client node is not counted twice");
+        assert!(
+            describe(&gateway, true).ends_with(" | commits fast/slow 3/1, 75% fast"),
+            "{}",
+            describe(&gateway, true)
+        );
+        let leader = serde_json::json!({
+            "role": "replica", "transport": transport, "client_stats": stats(0, 0),
+            "nodes": [{"role": "replica", "status": "leader", "stats": stats(0, 7)}],
+        });
+        assert_eq!(describe(&leader, false), "leader | executed 2 | commits 7 | msgs in/out 5/6");
+        assert_eq!(commits_text(0, 0, true), "commits fast/slow 0/0");
+    }
+
+    #[test]
+    fn one_or_two_replicas_are_warned_that_f_is_zero() {
+        // Goal: a replica count that tolerates no failure says so, in those words.
+        for replicas in [1, 2] {
+            let warning = no_failure_tolerated(replicas).expect("a warning");
+            assert!(warning.contains("f = 0") && warning.contains("no failure"), "{warning}");
+        }
+        assert_eq!(no_failure_tolerated(3), None);
+    }
+
+    #[test]
+    fn only_a_protocol_without_replication_is_refused_for_idle_replicas() {
+        // Goal: the probe that finds idle replicas refuses exactly the protocol that runs one
+        // server, and never a replicated one (a false refusal would keep a user from starting a
+        // good cluster). Method: every registered protocol with 3 replicas and its defaults.
+        for info in ordo_protocols::protocols().iter().filter(|info| !info.canary) {
+            let args = up_args(info.name, vec![]);
+            let file = cluster_file(&args, "/tmp/unused".into()).unwrap();
+            let refused = refuse_idle_replicas(&args, &file);
+            assert_eq!(refused.is_err(), info.name == "unreplicated", "{}: {refused:?}", info.name);
+        }
     }
 
     #[test]

@@ -11,9 +11,19 @@ mod sim_command;
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+/// Exit codes every command follows (docs/runtime.md, "Exit codes").
+const EXIT_CODES: &str = "\
+Exit codes (every command):
+  0  success
+  1  a violation or failure: a history not linearizable, replicas that disagree, no progress,
+     a node that failed
+  2  a usage or configuration error: a bad option, an unreadable or malformed input, ports or
+     a data directory refused
+  3  inconclusive: a check hit its limits (neither a pass nor a failure)";
+
 /// ordo: state-machine replication protocols, simulated, checked and compared.
 #[derive(Parser)]
-#[command(name = "ordo", version, about)]
+#[command(name = "ordo", version, about, after_help = EXIT_CODES)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -29,15 +39,17 @@ enum Command {
     },
     /// Run a protocol in the deterministic simulator (one seed, or a search over seeds).
     Sim(Box<sim_command::SimArgs>),
-    /// Check a client history (JSON lines) for linearizability: exit 0 yes, 1 no, 2 malformed,
-    /// 3 unknown (a key too complex under the limits).
+    /// Check a client history (JSON lines) for linearizability.
+    ///
+    /// Exit 0: linearizable; 1: not (the key and operations are named); 2: unreadable or
+    /// malformed; 3: unknown (a key too complex for the search under its limits).
     Check(check_command::CheckArgs),
-    /// Run one node of a cluster file over UDP (a replica, another role, or the Redis gateway).
+    /// Run one node of a cluster file (a replica, another role, or the Redis gateway) over UDP.
     Node(node_command::NodeArgs),
     /// Run a local cluster of processes on 127.0.0.1 with a Redis gateway.
     #[command(subcommand)]
     Cluster(cluster_command::ClusterCommand),
-    /// Benchmark protocols on local clusters: throughput-latency sweeps, CSV/JSON and PNG plots.
+    /// Benchmark protocols on local clusters: throughput-latency sweeps, CSV/JSON, PNG plots.
     Bench(Box<bench_command::BenchArgs>),
 }
 

@@ -29,7 +29,9 @@ impl ProtocolVisitor for RunNode<'_> {
     }
 }
 
-/// Runs `ordo node`.
+/// Runs `ordo node`. Exit 0 when stopped by a signal; 2 when it cannot start (an unreadable
+/// cluster file, an unknown name, a port in use, a damaged durable file); 1 when it failed
+/// after it started (a durable write or its socket failed).
 pub fn run(args: NodeArgs) -> ExitCode {
     let text = match std::fs::read_to_string(&args.config) {
         Ok(text) => text,
@@ -41,6 +43,10 @@ pub fn run(args: NodeArgs) -> ExitCode {
     };
     match with_protocol(&cluster.protocol, RunNode { cluster: &cluster, name: &args.id }) {
         Ok(Ok(())) => ExitCode::SUCCESS,
+        Ok(Err(error @ ordo_net::HostError::Running(_))) => {
+            eprintln!("error: node {}: {error}", args.id);
+            ExitCode::from(1)
+        }
         Ok(Err(error)) => fail(format!("node {}: {error}", args.id)),
         Err(unknown) => fail(unknown.to_string()),
     }

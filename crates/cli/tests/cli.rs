@@ -134,7 +134,13 @@ fn check_exit_codes() {
             "\n"
         ),
     );
-    assert_eq!(ordo(&["check", good.to_str().unwrap()]).status.code(), Some(0));
+    let passed = ordo(&["check", good.to_str().unwrap()]);
+    assert_eq!(passed.status.code(), Some(0));
+    let summary = stdout(&passed);
+    assert!(summary.starts_with("linearizable: "), "the verdict first: {summary}");
+    assert!(summary.contains("4 events, 2 operations: 2 ok, 0 failed, 0 of unknown outcome"), "{summary}");
+    assert!(summary.contains("1 key: 1 proved by search"), "{summary}");
+    assert!(!summary.contains('{'), "no Rust debug text: {summary}");
     let good_text = std::fs::read_to_string(&good).unwrap();
     let stale_read = r#"{"client": 2, "kind": "ok", "time_ns": 4, "op": "read", "key": "k", "value": null}"#;
     let stale_text: Vec<&str> = good_text.lines().take(3).chain([stale_read]).collect();
@@ -254,10 +260,33 @@ fn cluster_up_says_why_a_node_could_not_start() {
     // node's own reason in its output, not only a pointer to a log file. Method: hold r2's port,
     // start a cluster; it must exit non-zero within 30 s with the bind error in its stderr.
     let _taken = std::net::UdpSocket::bind("127.0.0.1:29701").expect("port 29701 free for the test");
+    let output = cluster_up_until_exit(&["--protocol", "multipaxos", "--port-base", "29700", "--redis-port", "29699"]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("r2 exited"), "names the node: {stderr}");
+    assert!(stderr.contains("Address already in use"), "gives the reason: {stderr}");
+    assert!(stderr.contains("--port-base"), "says what to change: {stderr}");
+}
+
+#[test]
+fn cluster_up_says_why_the_gateway_could_not_start() {
+    // Goal: the gateway's Redis port taken by another program (a redis-server, say) is reported
+    // with the gateway's own bind error, naming that address. Method: hold a TCP listener on
+    // the Redis port and start a cluster; it must exit 1 within 30 s saying why.
+    let _taken = std::net::TcpListener::bind("127.0.0.1:29749").expect("port 29749 free for the test");
+    let output = cluster_up_until_exit(&["--protocol", "multipaxos", "--port-base", "29750", "--redis-port", "29749"]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("gw exited"), "names the gateway: {stderr}");
+    assert!(stderr.contains("bind Redis 127.0.0.1:29749: Address already in use"), "gives the reason: {stderr}");
+}
+
+/// Runs `ordo cluster up` with `args` (no status lines) until it exits, for at most 30 s.
+fn cluster_up_until_exit(args: &[&str]) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_ordo"))
-        .args(["cluster", "up", "--protocol", "multipaxos", "--port-base", "29700", "--redis-port", "29699"])
-        .args(["--status-every", "0"])
-        .stdout(std::process::Stdio::null())
+        .args(["cluster", "up", "--status-every", "0"])
+        .args(args)
+        .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("ordo runs");
@@ -266,13 +295,139 @@ fn cluster_up_says_why_a_node_could_not_start() {
         if std::time::Instant::now() > deadline {
             let _ = child.kill();
             let _ = child.wait();
-            panic!("cluster up came up with a node's port taken");
+            panic!("cluster up {args:?} came up, or hung, instead of failing");
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    let output = child.wait_with_output().expect("output");
+    child.wait_with_output().expect("output")
+}
+
+#[test]
+fn cluster_up_refuses_a_protocol_without_replication() {
+    // Goal: a protocol that runs every command on one server, started with three replicas, used
+    // to start two idle processes and call itself a 3-replica cluster. It must be refused before
+    // anything starts, naming the idle replicas and the option that fits; with one replica it
+    // starts (and is warned that f = 0). Method: `unreplicated --replicas 3`, which must exit 2
+    // at once with that message.
+    let output = cluster_up_until_exit(&["--protocol", "unreplicated", "--replicas", "3", "--port-base", "29800"]);
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(1), "{stderr}");
-    assert!(stderr.contains("r2 exited"), "names the node: {stderr}");
-    assert!(stderr.contains("Address already in use"), "gives the reason: {stderr}");
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("has no replication"), "says it plainly: {stderr}");
+    assert!(stderr.contains("(r2, r3)"), "names the idle replicas: {stderr}");
+    assert!(stderr.contains("--replicas 1"), "says what fits: {stderr}");
+    assert!(String::from_utf8_lossy(&output.stdout).is_empty(), "nothing started");
+}
+
+#[test]
+fn cluster_up_reports_its_data_directory_commits_and_files() {
+    // Goal: what a user sees of a running cluster is true. The data directory is printed; the
+    // status block counts the cluster's commits where the protocol counts them (it used to read
+    // `commits fast/slow 0/0` beside `executed 2`); the directory holds only the files of
+    // nodes that wrote something (each of the gateway's client nodes used to leave an empty
+    // durable file); a Ctrl-C with every node running exits 0. Method: a Multi-Paxos cluster
+    // with 16 gateway client nodes in a fresh --data-dir, one SET over RESP, a status block,
+    // then SIGINT; then count the durable files.
+    use std::io::{BufRead, Read, Write};
+    let dir = std::env::temp_dir().join(format!("ordo-cli-test-{}-status", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ordo"))
+        .args(["cluster", "up", "--protocol", "multipaxos", "--clients", "16", "--status-every", "300ms"])
+        .args(["--port-base", "29850", "--redis-port", "29849", "--data-dir"])
+        .arg(&dir)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("ordo runs");
+    let mut lines = std::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let mut seen = Vec::new();
+    let mut next = || {
+        let line = lines.next().expect("cluster up printed until SIGINT").expect("utf-8");
+        seen.push(line.clone());
+        line
+    };
+    while !next().contains("is up") {}
+    let mut redis = std::net::TcpStream::connect("127.0.0.1:29849").expect("the gateway listens");
+    redis.write_all(b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n").unwrap();
+    let mut reply = [0u8; 5];
+    redis.read_exact(&mut reply).unwrap();
+    assert_eq!(&reply, b"+OK\r\n");
+    // The first status block may predate the write; wait for one that shows it.
+    let header = loop {
+        let line = next();
+        if line.starts_with("-- nodes") && !line.contains("commits 0") {
+            break line;
+        }
+    };
+    // SAFETY: signalling the child this test started, by its pid.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    let status = child.wait().expect("wait");
+    let text = seen.join("\n");
+    assert_eq!(status.code(), Some(0), "{text}");
+    assert!(text.contains(&format!("data directory: {}", dir.display())), "{text}");
+    assert_eq!(header, "-- nodes (cluster: commits 1)", "no fast/slow for a protocol without a fast path");
+    let mut durable: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".log"))
+        .collect();
+    durable.sort();
+    assert_eq!(durable, ["r1-n0.log", "r2-n1.log", "r3-n2.log"], "only the replicas wrote");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn help_lists_every_command_in_one_line_each() {
+    // Goal: `ordo --help` is where a newcomer finds the commands (it once listed neither
+    // `cluster` nor `bench`), with one line each and the exit codes; `ordo help COMMAND` works
+    // for each. Method: parse the Commands block of the help text.
+    let help = stdout(&ordo(&["--help"]));
+    let block: Vec<&str> =
+        help.lines().skip_while(|line| *line != "Commands:").skip(1).take_while(|line| !line.is_empty()).collect();
+    let names: Vec<&str> = block.iter().filter_map(|line| line.split_whitespace().next()).collect();
+    assert_eq!(names, ["protocols", "sim", "check", "node", "cluster", "bench", "help"], "one line each: {help}");
+    assert!(block.iter().all(|line| line.len() <= 100), "short lines: {help}");
+    assert!(help.contains("Exit codes") && help.contains("3  inconclusive"), "{help}");
+    for command in &names[..6] {
+        let output = ordo(&["help", command]);
+        assert!(output.status.success(), "{command}");
+        assert!(stdout(&output).contains(&format!("Usage: ordo {command}")), "{command}: {}", stdout(&output));
+    }
+}
+
+#[test]
+fn cluster_up_reports_a_node_that_dies_and_exits_1() {
+    // Goal: a node that dies while the cluster runs is reported with why, and the command's exit
+    // code says the run failed (it used to print one line and exit 0 at Ctrl-C). Method: start
+    // a cluster, SIGKILL r2, wait for the report, then SIGINT; expect exit 1 and r2 named.
+    use std::io::BufRead;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ordo"))
+        .args(["cluster", "up", "--protocol", "multipaxos", "--clients", "4", "--status-every", "0"])
+        .args(["--port-base", "29900", "--redis-port", "29899"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("ordo runs");
+    let mut r2 = None;
+    // Kept open to the end: a closed stdout would stop `cluster up` at its next line.
+    let mut stdout = std::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
+    for line in stdout.by_ref() {
+        let line = line.expect("utf-8");
+        if let Some(pid) = line.strip_prefix("started r2 pid ") {
+            r2 = Some(pid.parse::<libc::pid_t>().expect("a pid"));
+        }
+        if line.starts_with("Ctrl-C stops the cluster") {
+            break;
+        }
+    }
+    let r2 = r2.expect("r2 started");
+    // SAFETY: signalling processes this test started, by their pids.
+    unsafe { libc::kill(r2, libc::SIGKILL) };
+    let mut stderr = std::io::BufReader::new(child.stderr.take().expect("stderr")).lines();
+    let report =
+        stderr.find_map(|line| line.ok().filter(|line| line.contains("r2 exited"))).expect("r2's exit reported");
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    let status = child.wait().expect("wait");
+    assert!(report.starts_with("error: r2 exited with signal: 9"), "{report}");
+    assert_eq!(status.code(), Some(1), "a node died during the run");
+    drop(stdout);
 }

@@ -67,6 +67,11 @@ pub enum HostError {
         /// The error.
         source: std::io::Error,
     },
+    /// The node started, then failed while it ran (a durable write or its socket failed).
+    /// Kept apart from the errors above, which stop a node before it serves anything, so that
+    /// `ordo node` can tell a refused start (exit 2) from a failure (exit 1).
+    #[error("failed while running: {0}")]
+    Running(Box<HostError>),
 }
 
 fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> HostError {

@@ -53,7 +53,7 @@ pub fn run<P: Protocol>(cluster: &ClusterFile, name: &str) -> Result<(), HostErr
         let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
             .map_err(|source| HostError::Io { what: "SIGTERM handler".into(), source })?;
         tokio::select! {
-            result = host.run(requests) => result,
+            result = host.run(requests) => result.map_err(|error| HostError::Running(Box::new(error))),
             _ = tokio::signal::ctrl_c() => Ok(()),
             _ = terminate.recv() => Ok(()),
         }

@@ -170,7 +170,9 @@ fn error_at(path: &Path, kind: io::ErrorKind, message: impl std::fmt::Display) -
 }
 
 impl Storage {
-    /// Opens (creating) the file at `path` and returns what it holds. A torn tail is cut (and
+    /// Opens the file at `path` and returns what it holds; a missing file holds nothing and is
+    /// created at the first write (see [`Storage::sync`]), so a node that never writes leaves no
+    /// file. A torn tail is cut (and
     /// said on stderr); a damaged record that intact records follow is an error of kind
     /// `InvalidData` naming the file and the offset, and leaves the file as it is. A temporary
     /// file left by a crash during [`Storage::replace`] is removed: it was never renamed, so it
