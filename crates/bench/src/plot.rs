@@ -389,9 +389,9 @@ pub fn plot_cdf(path: &Path, settings: &Settings, results: &[PointResult]) -> Dr
         for (latency, fraction) in [(r.latency_us[0], 0.5), (r.latency_us[2], 0.99)] {
             draw_marker(&root, marker, chart.backend_coord(&(ms(latency), fraction)), color, true)?;
         }
-        let load =
-            r.offered_per_s.map_or(format!("{} clients", r.clients), |o| format!("{} ops/s offered", format_tick(o)));
-        let detail = Some(format!("{load}, {} ops/s", format_tick(r.throughput_per_s)));
+        // Short enough for the legend column even at millions of operations per second.
+        let load = r.offered_per_s.map_or(format!("{} clients", r.clients), |o| format!("{} offered", format_tick(o)));
+        let detail = Some(format!("{load}: {} ops/s", format_tick(r.throughput_per_s)));
         legend.push(LegendEntry { label: r.protocol.clone(), detail, color, dashed: false, marker, filled: true });
     }
     draw_legend(&legend_area, &legend)?;
