@@ -129,6 +129,10 @@ mod tests {
         for png in ["throughput-latency.png", "latency-cdf.png"] {
             assert!(std::fs::read(dir.join(png)).expect("png").starts_with(b"\x89PNG"), "{png}");
         }
+        // A run whose points measured nothing (all failed) still writes its files.
+        let empty = PointResult { throughput_per_s: 0.0, latency_us: [0; 5], cdf: Vec::new(), ..point("c", 4, 0.0, 0) };
+        write_all(&dir.join("empty"), &settings(), &[empty]).expect("written without data");
+        write_all(&dir.join("none"), &settings(), &[]).expect("written without points");
         let series = [Series { label: "a".into(), points: vec![(0.0, 1.0), (1.0, 3.0), (2.0, 2.0)] }];
         let path = dir.join("series.png");
         plot_series(&path, "title", "x", "y", &series).expect("plotted");

@@ -184,8 +184,12 @@ fn log_values(low: f64, high: f64, mantissas: &[f64]) -> Vec<f64> {
 }
 
 /// A log axis' range around `[min, max]`, widened to the nearest 1-2-5 steps so that both ends
-/// carry a label.
+/// carry a label; 0.1 to 10 when there is no data (`min` and `max` are then the folds' starting
+/// values, `f64::MAX` and 0), so that a run whose points all failed still plots.
 fn log_bounds(min: f64, max: f64) -> (f64, f64) {
+    if !(min.is_finite() && max.is_finite() && min <= max && max > 0.0) || min == f64::MAX {
+        return (0.1, 10.0);
+    }
     let min = min.max(1e-3);
     let max = max.max(min * 1.5);
     let steps = log_values(min / 10.0, max * 10.0, &[1.0, 2.0, 5.0]);
@@ -496,6 +500,7 @@ mod tests {
         assert_eq!(wide, ["0.001", "0.01", "0.1", "1", "10", "100", "1k", "10k"]);
         let (low, high) = log_bounds(0.31, 7.2);
         assert_eq!((format_tick(low), format_tick(high)), ("0.2".to_string(), "10".to_string()));
+        assert_eq!(log_bounds(f64::MAX, 0.0), (0.1, 10.0));
         let (low, high) = log_bounds(4.0, 4.0);
         assert!(low < 4.0 && high > 4.0 && log_ticks(low, high).len() >= 3, "{low}..{high}");
     }
