@@ -129,12 +129,24 @@ fn layout<'a>(
     root.fill(&WHITE)?;
     let header_height = 48 + 21 * lines.len() as u32;
     let (header, body) = root.split_vertically(header_height);
-    header.draw_text(title, &("sans-serif", 24).into_font().color(&BLACK), (20, 14))?;
+    draw_fitted(&header, title, 24, BLACK, (20, 14))?;
     for (index, line) in lines.iter().enumerate() {
-        header.draw_text(line, &("sans-serif", 15).into_font().color(&GREY), (20, 48 + 21 * index as i32))?;
+        draw_fitted(&header, line, 15, GREY, (20, 48 + 21 * index as i32))?;
     }
     let (chart, legend) = body.split_horizontally(SIZE.0 - LEGEND_WIDTH);
     Ok((chart, legend))
+}
+
+/// Draws `text` at `at` in `size` points, or smaller (down to 9) when it would run past the right
+/// edge: a title naming many protocols, or many `--set` options, must not be cut.
+fn draw_fitted(area: &Area, text: &str, size: u32, color: RGBColor, at: (i32, i32)) -> Drawn {
+    let room = SIZE.0.saturating_sub(at.0 as u32 + 10);
+    let mut size = size;
+    while size > 9 && area.estimate_text_size(text, &("sans-serif", size).into())?.0 > room {
+        size -= 1;
+    }
+    area.draw_text(text, &("sans-serif", size).into_font().color(&color), at)?;
+    Ok(())
 }
 
 /// Draws grid, ticks and axis descriptions with plain labels on both axes.
