@@ -155,12 +155,13 @@ where
     X: Ranged<ValueType = f64> + ValueFormatter<f64>,
     Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
 {
+    let (x_max, y_max) = (chart.x_range().end, chart.y_range().end);
     chart
         .configure_mesh()
         .x_desc(x_desc)
         .y_desc(y_desc)
-        .x_label_formatter(&|v| format_tick(*v))
-        .y_label_formatter(&|v| format_tick(*v))
+        .x_label_formatter(&|v| format_axis_tick(*v, x_max))
+        .y_label_formatter(&|v| format_axis_tick(*v, y_max))
         .label_style(("sans-serif", 15))
         .axis_desc_style(("sans-serif", 16))
         .bold_line_style(RGBColor(215, 215, 215))
@@ -239,6 +240,18 @@ fn load_label(r: &PointResult) -> String {
 /// A plain tick label: at most three significant digits, no trailing zeros, and `k` or `M` for
 /// thousands and millions (`5000` is `5k`, `0.5` is `0.5`, `12500` is `12.5k`, `250` is `250`).
 pub fn format_tick(value: f64) -> String {
+    format_scaled(value, 1e3)
+}
+
+/// The tick label of `value` on an axis that ends at `axis_max`: thousands are written out
+/// (`1000`, `5000`: a time axis in ms reads better so) unless the axis reaches 10,000, where `k`
+/// keeps the labels short and alike along the whole axis (`5k`, `10k`, not `5000`, `10k`).
+pub fn format_axis_tick(value: f64, axis_max: f64) -> String {
+    format_scaled(value, if axis_max.abs() < 1e4 { 1e6 } else { 1e3 })
+}
+
+/// [`format_tick`], with `k` from `thousands_from` on.
+fn format_scaled(value: f64, thousands_from: f64) -> String {
     if value == 0.0 || !value.is_finite() {
         return "0".into();
     }
@@ -247,7 +260,7 @@ pub fn format_tick(value: f64) -> String {
     let rounded = (value / step).round() * step;
     let (scaled, suffix) = match rounded.abs() {
         m if m >= 1e6 => (rounded / 1e6, "M"),
-        m if m >= 1e3 => (rounded / 1e3, "k"),
+        m if m >= thousands_from => (rounded / 1e3, "k"),
         _ => (rounded, ""),
     };
     // Decimals for three significant digits: 12.5 needs one, 0.05 needs three.
@@ -497,6 +510,11 @@ mod tests {
         for (value, text) in cases {
             assert_eq!(format_tick(value), text, "{value}");
         }
+        // On an axis below 10,000 (a time axis in ms), thousands are written out.
+        assert_eq!(format_axis_tick(1000.0, 1200.0), "1000");
+        assert_eq!(format_axis_tick(5000.0, 9000.0), "5000");
+        assert_eq!(format_axis_tick(5000.0, 20_000.0), "5k");
+        assert_eq!(format_axis_tick(0.5, 2.0), "0.5");
     }
 
     #[test]
