@@ -126,6 +126,15 @@ mod tests {
         assert_eq!(json["settings"]["machine"]["cores"], 2);
         assert_eq!(json["points"].as_array().map(Vec::len), Some(3));
         assert_eq!(json["points"][1]["clients"], 16);
+        assert_eq!(
+            settings().title_lines(),
+            [
+                "3 replicas, options batch=8, fsync off",
+                "workload ycsb-a: 50% reads, Zipfian 0.99 over 10000 keys; values text c<client>-<op>, 4 to ~12 bytes",
+                "closed loop with 4, 16 clients; 5 s measured after 1 s warm-up per point",
+                "machine: 2 cores, Test CPU; ordo 0.1.0; load generator with 256 client nodes",
+            ]
+        );
         for png in ["throughput-latency.png", "latency-cdf.png"] {
             assert!(std::fs::read(dir.join(png)).expect("png").starts_with(b"\x89PNG"), "{png}");
         }

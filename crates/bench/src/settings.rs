@@ -1,7 +1,7 @@
 //! The settings of a benchmark run, written into `results.json` and the title block of each plot:
 //! a number means little without the replicas, workload, durations, fsync and machine behind it.
 
-use crate::plot::format_tick;
+use crate::plot::{format_axis_tick, format_tick};
 use serde::{Deserialize, Serialize};
 
 /// Everything `ordo bench` was asked to do, and where it ran.
@@ -81,8 +81,8 @@ impl Machine {
 }
 
 impl Settings {
-    /// The title block's lines under the title: protocols and cluster, workload, load and
-    /// durations, machine. Each stays short enough for a 1000-pixel-wide plot.
+    /// The title block's lines under the title: cluster and options, workload, load and
+    /// durations, machine (the protocols are in the title). A plot shrinks a line too long for it.
     pub fn title_lines(&self) -> Vec<String> {
         let options = if self.protocol_options.is_empty() {
             "default options".to_string()
@@ -100,8 +100,8 @@ impl Settings {
             format!("workload {}: {}; values {}", self.workload, self.workload_description, self.value),
             format!(
                 "{load}; {} s measured after {} s warm-up per point",
-                format_tick(self.duration_s),
-                format_tick(self.warmup_s)
+                format_axis_tick(self.duration_s, self.duration_s),
+                format_axis_tick(self.warmup_s, self.warmup_s)
             ),
             format!(
                 "machine: {} cores, {}; ordo {}; load generator with {} client nodes",
