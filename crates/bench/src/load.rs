@@ -12,7 +12,7 @@ use ordo_net::metrics::Metrics;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Exp};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::{Arc, Mutex};
@@ -35,8 +35,8 @@ pub struct Point {
     pub warmup: Duration,
 }
 
-/// What one point measured.
-#[derive(Clone, Debug, Serialize)]
+/// What one point measured (`Deserialize` so that `results.json` can be read back).
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct PointResult {
     /// Protocol.
     pub protocol: String,

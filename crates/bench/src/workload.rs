@@ -60,6 +60,34 @@ impl Workload {
         }
     }
 
+    /// The key space: `None` for the conflict workload, whose keys are one hot key and one key per
+    /// client, so their number depends on the load rather than on the workload.
+    pub fn keys(&self) -> Option<u64> {
+        match *self {
+            Workload::Ycsb { keys, .. } | Workload::Uniform { keys } => Some(keys),
+            Workload::Conflict { .. } => None,
+        }
+    }
+
+    /// The mix in words, for plot titles and `results.json` (the name alone does not say what
+    /// `ycsb-a` means to a reader who has not seen YCSB).
+    pub fn description(&self) -> String {
+        match *self {
+            Workload::Ycsb { read_ratio, keys } => {
+                format!("{:.0}% reads, Zipfian 0.99 over {keys} keys", read_ratio * 100.0)
+            }
+            Workload::Uniform { keys } => format!("50% reads, uniform over {keys} keys"),
+            Workload::Conflict { rate } => {
+                format!("writes, {:.0}% to one hot key, the rest to a key per client", rate * 100.0)
+            }
+        }
+    }
+
+    /// What a written value is: [`Workload::next`] writes `c<client>-<operation>` as text, so a
+    /// value is 4 bytes at first and grows with the operation count (12 bytes at 1,000 clients
+    /// and a million operations each).
+    pub const VALUE_DESCRIPTION: &'static str = "text c<client>-<op>, 4 to ~12 bytes";
+
     /// The command of operation `n` of client `client`.
     pub fn next(&self, rng: &mut impl Rng, client: u64, n: u64) -> Command {
         let value = Bytes::from(format!("c{client}-{n}"));
@@ -102,5 +130,8 @@ mod tests {
         assert!((900..=990).contains(&reads), "{reads}");
         let conflict = Workload::parse("conflict:0").expect("valid");
         assert_eq!(conflict.next(&mut rng, 3, 1).keys(), vec![Bytes::from("own3")]);
+        assert_eq!(conflict.keys(), None);
+        assert_eq!(workload.keys(), Some(10_000));
+        assert_eq!(workload.description(), "95% reads, Zipfian 0.99 over 10000 keys");
     }
 }

@@ -6,6 +6,7 @@ use crate::cluster_command::{LocalCluster, UpArgs, cluster_file};
 use crate::parse;
 use clap::Args;
 use ordo_bench::load::{self, Point, PointResult};
+use ordo_bench::settings::{Machine, Settings};
 use ordo_bench::workload::Workload;
 use ordo_core::Protocol;
 use ordo_net::ClusterFile;
@@ -103,7 +104,34 @@ pub fn run(args: BenchArgs) -> ExitCode {
         cluster.stop();
         let _ = std::fs::remove_dir_all(&cluster.file.data_dir);
     }
-    write_results(&args.out, &results)
+    write_results(&args.out, &settings(&args, &protocols, &workload), &results)
+}
+
+/// The run's settings as `results.json` and the plots' title blocks record them.
+fn settings(args: &BenchArgs, protocols: &[String], workload: &Workload) -> Settings {
+    let (load, load_points) = if args.rate.is_empty() {
+        ("closed", args.clients.iter().map(|&c| c as f64).collect())
+    } else {
+        ("open", args.rate.clone())
+    };
+    Settings {
+        protocols: protocols.to_vec(),
+        protocol_options: args.protocol_options.iter().map(|(key, value)| format!("{key}={value}")).collect(),
+        replicas: args.replicas,
+        workload: args.workload.clone(),
+        workload_description: workload.description(),
+        keys: workload.keys(),
+        value: Workload::VALUE_DESCRIPTION.into(),
+        load: load.into(),
+        load_points,
+        duration_s: Duration::from_nanos(args.duration).as_secs_f64(),
+        warmup_s: Duration::from_nanos(args.warmup).as_secs_f64(),
+        fsync: !args.no_fsync,
+        gateway_clients: args.gateway_clients,
+        colocate: args.colocate.clone(),
+        machine: Machine::detect(),
+        ordo_version: env!("CARGO_PKG_VERSION").into(),
+    }
 }
 
 /// The load points to sweep: one per closed-loop client count, or one per open-loop rate.
@@ -202,8 +230,8 @@ fn print_result(r: &PointResult) {
 }
 
 /// Writes the CSV, JSON and plots of all results under `out` and names each file written.
-fn write_results(out: &Path, results: &[PointResult]) -> ExitCode {
-    match ordo_bench::output::write_all(out, results) {
+fn write_results(out: &Path, settings: &Settings, results: &[PointResult]) -> ExitCode {
+    match ordo_bench::output::write_all(out, settings, results) {
         Ok(paths) => {
             for path in paths {
                 println!("wrote {path}");
