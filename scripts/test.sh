@@ -59,3 +59,6 @@ history=$(mktemp)
 "$ordo" sim --protocol multipaxos --duration 1s --seed 7 --history "$history" > /dev/null
 "$ordo" check "$history"
 rm -f "$history"
+
+echo "== every command of the README, shortened (scripts/readme.sh)"
+bash scripts/readme.sh

@@ -8,7 +8,6 @@ use ordo_core::{CrashModel, Protocol};
 use ordo_net::ClusterFile;
 use ordo_net::config::{FileRole, with_runtime_defaults};
 use ordo_protocols::{ProtocolVisitor, with_protocol};
-use ordo_sim::SimConfig;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ExitCode};
@@ -132,58 +131,29 @@ fn colocate(file: &mut ClusterFile, roles: &[String]) -> Result<(), String> {
     Ok(())
 }
 
-/// Simulated time of the probe that finds replicas a protocol leaves idle: long enough for
-/// every replica of a replicated protocol to hear from a peer or the leader (each does within a
-/// millisecond on the simulated LAN), short enough to cost a fraction of a second.
-const IDLE_PROBE_NS: u64 = 20_000_000;
+/// The most replicas `protocol` uses ([`Protocol::replicas_max`]), if it has a bound.
+struct ReplicasMax;
 
-/// The replicas (0-based, in file order) that the cluster `args` describes would leave idle.
-/// A protocol without replication runs every command on its first replica, and the others
-/// would be processes that never receive a message while `cluster up` counted them as
-/// replicas. The CLI must not name protocols (the registry does), so it asks the protocol
-/// itself: it simulates the same replicas with the same options and one client for
-/// [`IDLE_PROBE_NS`]; a replica that received no message there takes no part in the protocol.
-struct IdleReplicas<'a>(&'a UpArgs);
-
-impl ProtocolVisitor for IdleReplicas<'_> {
-    type Output = Vec<usize>;
-    fn visit<P: Protocol>(self) -> Vec<usize> {
-        let args = self.0;
-        let config = SimConfig {
-            replicas: args.replicas,
-            clients: 1,
-            duration_ns: IDLE_PROBE_NS,
-            check_linearizability: false,
-            record_history: false,
-            protocol: with_runtime_defaults::<P>(&args.protocol_options.iter().cloned().collect()),
-            ..SimConfig::default()
-        };
-        // A configuration the simulator cannot run says nothing about idleness: the cluster
-        // file was accepted, so let the nodes themselves report what is wrong.
-        let Ok(run) = ordo_sim::run::<P>(config) else { return Vec::new() };
-        let replicas = run.report.nodes.iter().filter(|node| node.role == "replica");
-        replicas.enumerate().filter(|(_, node)| node.messages_received == 0).map(|(index, _)| index).collect()
+impl ProtocolVisitor for ReplicasMax {
+    type Output = Option<usize>;
+    fn visit<P: Protocol>(self) -> Option<usize> {
+        P::replicas_max()
     }
 }
 
-/// Refuses a cluster whose protocol would use only the first of several replicas (a protocol
-/// without replication), naming the idle replicas; anything else is accepted as it is.
+/// Refuses a cluster with more replicas than its protocol uses (a protocol without
+/// replication runs one server), naming the replicas that would be idle processes.
 fn refuse_idle_replicas(args: &UpArgs, file: &ClusterFile) -> Result<(), String> {
-    if args.replicas < 2 {
-        return Ok(());
-    }
-    let idle = with_protocol(&args.protocol, IdleReplicas(args)).unwrap_or_default();
-    // Only the unmistakable case is refused: every replica but the first idle. A probe that
-    // missed one replica's first message must never refuse a replicated protocol.
-    if idle.len() + 1 != args.replicas || idle.contains(&0) {
+    let Some(most) = with_protocol(&args.protocol, ReplicasMax).ok().flatten() else { return Ok(()) };
+    if args.replicas <= most {
         return Ok(());
     }
     let names: Vec<&str> =
-        file.nodes.iter().filter(|n| n.role == FileRole::Replica).map(|n| n.name.as_str()).skip(1).collect();
+        file.nodes.iter().filter(|n| n.role == FileRole::Replica).map(|n| n.name.as_str()).skip(most).collect();
     Err(format!(
-        "`{protocol}` has no replication: it runs every command on one server, and its other replicas \
-         ({idle}) would be idle processes (in a short simulation of this configuration they received no \
-         message). Such a cluster tolerates no failure whatever --replicas says. Start it with --replicas 1.",
+        "`{protocol}` uses {most} replica(s): it has no replication beyond that, and the others \
+         ({idle}) would be idle processes. Such a cluster tolerates no more failures whatever \
+         --replicas says. Start it with --replicas {most}.",
         protocol = args.protocol,
         idle = names.join(", "),
     ))
@@ -680,9 +650,8 @@ mod tests {
 
     #[test]
     fn only_a_protocol_without_replication_is_refused_for_idle_replicas() {
-        // Goal: the probe that finds idle replicas refuses exactly the protocol that runs one
-        // server, and never a replicated one (a false refusal would keep a user from starting a
-        // good cluster). Method: every registered protocol with 3 replicas and its defaults.
+        // Goal: exactly the protocol that runs one server is refused with 3 replicas, never a
+        // replicated one. Method: every registered protocol with 3 replicas and its defaults.
         for info in ordo_protocols::protocols().iter().filter(|info| !info.canary) {
             let args = up_args(info.name, vec![]);
             let file = cluster_file(&args, "/tmp/unused".into()).unwrap();

@@ -506,6 +506,13 @@ pub trait Protocol: Sized + 'static {
         Vec::new()
     }
 
+    /// The most replicas a shard of this protocol uses, when it uses a fixed number (a protocol
+    /// without replication runs one server); `None`: any number. Drivers refuse more, which
+    /// would be idle processes counted as replicas.
+    fn replicas_max() -> Option<usize> {
+        None
+    }
+
     /// True when the protocol has a fast path (so a fast-path ratio is meaningful).
     fn has_fast_path() -> bool {
         false

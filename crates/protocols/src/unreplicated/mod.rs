@@ -58,6 +58,11 @@ impl Protocol for Unreplicated {
     type Config = Config;
     type Observation = ();
 
+    /// One server: further replicas would receive nothing.
+    fn replicas_max() -> Option<usize> {
+        Some(1)
+    }
+
     fn client_window(config: &Config) -> usize {
         config.client_window
     }
