@@ -43,8 +43,15 @@ wait_for_redis() {
 
 failed=0
 cluster=
+# Ctrl-C, as the README says; a cluster that has not stopped after 20 s is a failure.
 stop_cluster() {
-  [ -n "$cluster" ] && { kill -INT "$cluster"; wait "$cluster"; }
+  [ -n "$cluster" ] || return 0
+  kill -INT "$cluster"
+  for _ in $(seq 100); do kill -0 "$cluster" 2>/dev/null || break; sleep 0.2; done
+  if kill -0 "$cluster" 2>/dev/null; then
+    echo "FAIL  cluster up did not stop on Ctrl-C"; kill -KILL "$cluster"; failed=1
+  fi
+  wait "$cluster"
   cluster=
 }
 run() {
@@ -59,7 +66,7 @@ run() {
   esac
   case "$command" in
     *"cluster up"*)
-      (cd "$work" && eval "$command --data-dir $work/cluster --wipe-data-dir --status-every 0") > "$work/up.log" 2>&1 &
+      (cd "$work" && eval "exec $command --data-dir $work/cluster --wipe-data-dir --status-every 0") > "$work/up.log" 2>&1 &
       cluster=$!
       if wait_for_redis; then echo "ok    $line"; else
         echo "FAIL  $line (no Redis port after 30 s)"; cat "$work/up.log"; failed=1
@@ -74,6 +81,9 @@ run() {
     *"redis-cli"* | *"redis-benchmark"* | *curl*)
       command -v "${command%% *}" >/dev/null || { echo "skip  $line (no ${command%% *})"; return; }
       output=$(cd "$work" && timeout 120 bash -c "$command" 2>&1); status=$?
+      ;;
+    cargo*)
+      output=$(timeout 900 bash -c "$command" 2>&1); status=$?
       ;;
     *)
       output=$(cd "$work" && timeout 600 bash -c "$command" 2>&1); status=$?
