@@ -158,3 +158,47 @@ pub enum Message {
         view: u64,
     },
 }
+
+/// The largest view, slot, request number or op count a replica accepts from a peer. Views
+/// grow by one per view change and slots by one per proposal, so no cluster reaches it; below
+/// it, `+ 1` (or `+ n`) on a number that came from a peer cannot overflow.
+pub const NUMBER_MAX: u64 = u64::MAX / 4;
+
+impl Request {
+    /// The highest number the request carries (its number, its acknowledgement mark).
+    pub fn highest_number(&self) -> u64 {
+        self.id.number.max(self.acked_below)
+    }
+}
+
+impl Message {
+    /// The highest view, slot or count `self` carries, checked against [`NUMBER_MAX`] before
+    /// any handler adds to it: only a lying or corrupted peer sends one above.
+    pub fn highest_number(&self) -> u64 {
+        let range = |range: &Option<(u64, u64)>| range.map_or(0, |(start, until)| start.max(until));
+        match self {
+            Message::Request(request) | Message::Forward(request) => request.highest_number(),
+            Message::Reply { .. } => 0,
+            Message::Pulse(pulse) => {
+                let proposal = pulse.proposal.as_ref().map_or(0, |(slot, entry)| (*slot).max(entry.view));
+                let recovers = pulse.recovers.iter().map(|(slot, entry)| (*slot).max(entry.view)).max().unwrap_or(0);
+                [pulse.view, pulse.base, pulse.ack, pulse.latest_proposed, proposal, recovers]
+                    .into_iter()
+                    .chain([range(&pulse.skip), range(&pulse.nack)])
+                    .max()
+                    .unwrap_or(0)
+            }
+            Message::ViewChangeRequest { view, last_append, last_append_view } => {
+                (*view).max(*last_append).max(*last_append_view)
+            }
+            Message::StateRequest { need } => *need,
+            Message::StateReply(snapshot) => {
+                [snapshot.view, snapshot.base, snapshot.commit, snapshot.ops, snapshot.floor.view]
+                    .into_iter()
+                    .max()
+                    .unwrap_or(0)
+            }
+            Message::ViewChangeReply { view } => *view,
+        }
+    }
+}

@@ -73,6 +73,8 @@ pub use canary::ChoraCommitBelowQuorum;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_random_peers;
+#[cfg(test)]
 mod tests_recovery;
 #[cfg(test)]
 mod tests_scenarios;

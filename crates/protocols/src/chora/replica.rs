@@ -4,7 +4,7 @@
 
 use super::checker::Observation;
 use super::log::{ReplicaLog, Schedule};
-use super::messages::{Entry, Message, Pulse, Request, Value};
+use super::messages::{Entry, Message, NUMBER_MAX, Pulse, Request, Value};
 use super::state_transfer::Durability;
 use super::{Chora, Config, Durable, Flaw, Mode, Timer};
 use crate::client_table::{ClientTable, Lookup};
@@ -793,6 +793,10 @@ impl Node<Chora> for Replica {
     }
 
     fn on_message(&mut self, now: ClockReading, from: NodeId, message: Message, out: &mut Outbox<Chora>) {
+        if message.highest_number() > NUMBER_MAX {
+            self.stats.drop_input("number out of range");
+            return;
+        }
         let handled = match (self.status, message) {
             (Status::Recovering, Message::StateReply(snapshot)) => self.on_state_reply(now.local_ns, *snapshot, out),
             (Status::Recovering, _) => Err("recovering"),

@@ -38,6 +38,8 @@ pub use canary::CurpBlindWitness;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_random_peers;
 
 use crate::canary::{Retyped, real_context};
 use crate::swiftpaxos::checker::{Observation, SwiftChecker};

@@ -123,3 +123,31 @@ pub enum Message {
     /// A snapshot of the sender's executed prefix.
     StateReply(Box<Snapshot>),
 }
+
+/// The largest slot, ballot round, request number or op count a replica accepts from a peer.
+/// Slots grow by one per proposal and rounds by one per revocation, so no cluster reaches it;
+/// below it, `+ 1` (or `+ n`) on a number that came from a peer cannot overflow.
+pub const NUMBER_MAX: u64 = u64::MAX / 4;
+
+impl Message {
+    /// The highest slot, round or count `self` carries, checked against [`NUMBER_MAX`] before
+    /// any handler adds to it: only a lying or corrupted peer sends one above.
+    pub fn highest_number(&self) -> u64 {
+        let slots = |entries: &[(u64, Value)]| entries.iter().map(|(slot, _)| *slot).max().unwrap_or(0);
+        match self {
+            Message::Request(request) => request.highest_number(),
+            Message::Reply { .. } => 0,
+            Message::Propose { ballot, entries } => ballot.round.max(slots(entries)),
+            Message::Accepted { ballot, slots } => ballot.round.max(slots.iter().copied().max().unwrap_or(0)),
+            Message::Skip { from, until } | Message::Query { from, until } => (*from).max(*until),
+            Message::Learn { entries } => slots(entries),
+            Message::Prepare { ballot, from, until, .. } => ballot.round.max(*from).max(*until),
+            Message::Promise { ballot, accepted } => {
+                let accepted = accepted.iter().map(|(slot, ballot, _)| (*slot).max(ballot.round)).max().unwrap_or(0);
+                ballot.round.max(accepted)
+            }
+            Message::StateRequest { need } => *need,
+            Message::StateReply(snapshot) => snapshot.executed.max(snapshot.ops),
+        }
+    }
+}

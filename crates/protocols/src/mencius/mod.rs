@@ -51,6 +51,8 @@ pub use canary::{MenciusAckAnyChosen, MenciusRestartFresh};
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_random_peers;
+#[cfg(test)]
 mod tests_recovery;
 
 use crate::chora::checker::{ChoraChecker, Observation};

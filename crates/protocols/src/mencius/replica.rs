@@ -1,7 +1,7 @@
 //! The Mencius replica: proposing in its own slots, accepting, learning, skipping, executing in
 //! slot order, and revoking a silent owner's slots. Durability and recovery: `state_transfer.rs`.
 
-use super::messages::{Ballot, Message, Value};
+use super::messages::{Ballot, Message, NUMBER_MAX, Value};
 use super::state_transfer::Durability;
 use super::{Config, Durable, Flaw, Mencius, Timer};
 use crate::chora::checker::Observation;
@@ -322,10 +322,16 @@ impl Replica {
         if self.next_own >= slot || !self.cmds.is_empty() || !self.covered(slot - 1, out) {
             return;
         }
+        // A lying peer's slot far past our window must not make us walk (and fill) every slot
+        // up to it: stop where our window ends. An honest run never gets there (its instances
+        // stay within the window, `check_invariants`), so this changes nothing for it: every
+        // slot of ours it skips lies within the window, and no slot of ours lies between the
+        // window's end plus `n` and `slot`.
+        let slot = slot.min(self.executed + self.config.window_max + self.n);
         let from = self.next_own;
         let mut own = from;
         while own < slot {
-            if own > self.executed {
+            if self.in_window(own) {
                 self.instances.entry(own).or_default().learned.get_or_insert(Value::NoOp);
             }
             own = self.next_owned(self.rank, own);
@@ -751,6 +757,10 @@ impl Node<Mencius> for Replica {
     }
 
     fn on_message(&mut self, now: ClockReading, from: NodeId, message: Message, out: &mut Outbox<Mencius>) {
+        if message.highest_number() > NUMBER_MAX {
+            self.stats.drop_input("number out of range");
+            return;
+        }
         let handled = match (self.status, message) {
             (Status::Recovering, Message::StateReply(snapshot)) => self.on_state_reply(*snapshot, out),
             (Status::Recovering, _) => Err("recovering"),

@@ -37,6 +37,8 @@ pub use canary::N2PaxosOwnOrder;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_random_peers;
 
 use crate::canary::{Retyped, real_context};
 use crate::swiftpaxos::checker::{Observation, SwiftChecker};

@@ -153,7 +153,58 @@ pub enum Message {
     },
 }
 
+/// The largest ballot, request number or executed prefix a replica accepts from a peer.
+/// Ballots grow by at most `N` per recovery and a client's numbers by one per request, so no
+/// cluster reaches it; below it, `+ 1` (or `+ N`) on a number that came from a peer cannot
+/// overflow.
+pub const NUMBER_MAX: u64 = u64::MAX / 4;
+
+/// Whether `id` is a request number a client can send: clients number from 1 (a number 0 would
+/// look forgotten by garbage collection, whose per-client mark starts at 0), and never reach
+/// [`NUMBER_MAX`].
+fn is_client_number(id: &RequestId) -> bool {
+    (1..=NUMBER_MAX).contains(&id.number)
+}
+
+/// Whether every id of a recovery's entries (and of their dependencies) is a client's number.
+fn entries_numbered(entries: &[Entry]) -> bool {
+    entries.iter().all(|entry| {
+        is_client_number(&entry.id) && entry.deps.as_ref().is_none_or(|deps| deps.iter().all(is_client_number))
+    })
+}
+
 impl Message {
+    /// Checks the numbers a message carries before any handler adds to or compares them: no
+    /// honest node sends a ballot or an executed prefix above [`NUMBER_MAX`], nor a request
+    /// numbered 0 or above it. Only a lying or corrupted peer does, and the message is dropped.
+    pub fn check_numbers(&self) -> Result<(), &'static str> {
+        let ids = |ids: &[RequestId]| ids.iter().all(is_client_number);
+        let prefixes = |lanes: &[(ClientId, u64)]| lanes.iter().all(|&(_, prefix)| prefix <= NUMBER_MAX);
+        let (ballot, numbered) = match self {
+            Message::Propagate { id, .. } | Message::Executed { id, .. } => (0, is_client_number(id)),
+            Message::FastAck { ballot, id, deps, .. } | Message::Reply { ballot, id, deps, .. } => {
+                (*ballot, is_client_number(id) && ids(deps))
+            }
+            Message::SlowAck { ballot, id } | Message::RecordAck { ballot, id } => (*ballot, is_client_number(id)),
+            Message::Fetch { ids: fetched } => (0, ids(fetched)),
+            Message::Payloads { commands } => (0, commands.iter().all(|(id, _)| is_client_number(id))),
+            Message::Ping { ballot, executed } => (*ballot, prefixes(executed)),
+            Message::Retired => (0, true),
+            Message::Recover { ballot } | Message::NewLeader { ballot } => (*ballot, true),
+            Message::NewLeaderAck { ballot, cbal, entries, collected } => {
+                ((*ballot).max(*cbal), entries_numbered(entries) && prefixes(collected))
+            }
+            Message::Sync { ballot, entries } => (*ballot, entries_numbered(entries)),
+        };
+        if ballot > NUMBER_MAX {
+            return Err("ballot out of range");
+        }
+        if !numbered {
+            return Err("request number or executed prefix out of range");
+        }
+        Ok(())
+    }
+
     /// A short name for drop reasons and logs.
     pub fn name(&self) -> &'static str {
         match self {

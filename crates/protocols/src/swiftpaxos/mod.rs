@@ -65,6 +65,8 @@ pub use canary::{SwiftPaxosDirectDeps, SwiftPaxosSingleVote, SwiftPaxosStaleRead
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+pub(crate) mod tests_random_peers;
+#[cfg(test)]
 mod tests_reads;
 #[cfg(test)]
 mod tests_scenarios;

@@ -374,6 +374,9 @@ impl Replica {
         if !well_formed {
             return Err("malformed sync");
         }
+        if !self.sync_closed(&entries) {
+            return Err("sync with a dependency of an accepted command missing");
+        }
         self.ballots.status = Status::Normal;
         self.ballots.bal = ballot;
         self.ballots.cbal = ballot;
@@ -430,6 +433,26 @@ impl Replica {
         }
         self.resume_after_sync(ballot, out);
         Ok(())
+    }
+
+    /// Whether installing `entries` keeps Inv 13 (an accepted command's dependencies are
+    /// accepted or committed): every dependency of an entry left accepted is in the Sync, or
+    /// committed or executed here. An honest leader's Sync is closed so (L62–L63 keep only
+    /// dependencies kept or executed at the leader, and those ran everywhere); only a lying or
+    /// corrupted one is not, and installing it would break the invariant.
+    fn sync_closed(&self, entries: &[Entry]) -> bool {
+        let in_sync: BTreeSet<RequestId> = entries.iter().map(|entry| entry.id).collect();
+        let known = |dep: &RequestId| {
+            in_sync.contains(dep)
+                || self.instances.get(dep).is_some_and(|instance| instance.phase == Phase::Commit)
+                || self.execution.executor.status(*dep) == CommandStatus::Executed
+        };
+        entries
+            .iter()
+            .filter(|entry| entry.phase == Phase::Accept)
+            .filter(|entry| self.instances.get(&entry.id).is_none_or(|instance| instance.phase != Phase::Commit))
+            .filter(|entry| self.execution.executor.status(entry.id) != CommandStatus::Executed)
+            .all(|entry| entry.deps.iter().flatten().all(known))
     }
 
     /// L70–L76: rebuild the log order from the installed graph; the leader queues what it has not

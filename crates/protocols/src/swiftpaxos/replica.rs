@@ -337,6 +337,10 @@ impl Replica {
 
     fn handle_message(&mut self, now: ClockReading, from: NodeId, message: Message, out: &mut Outbox<SwiftPaxos>) {
         self.now_ns = now.local_ns;
+        if let Err(reason) = message.check_numbers() {
+            self.stats.drop_input(reason);
+            return;
+        }
         let from_rank = self.rank_of(from);
         if let Some(rank) = from_rank.filter(|_| !matches!(message, Message::Retired)) {
             self.detector.heard(rank, self.now_ns);
