@@ -143,7 +143,9 @@ impl Message {
             Message::Learn { entries } => slots(entries),
             Message::Prepare { ballot, from, until, .. } => ballot.round.max(*from).max(*until),
             Message::Promise { ballot, accepted } => {
-                let accepted = accepted.iter().map(|(slot, ballot, _)| (*slot).max(ballot.round)).max().unwrap_or(0);
+                // An accepted entry's ballot is the replica's `CHOSEN` (round u64::MAX) for a
+                // learned value: only the slots and the promise's own round are checked.
+                let accepted = accepted.iter().map(|(slot, _, _)| *slot).max().unwrap_or(0);
                 ballot.round.max(accepted)
             }
             Message::StateRequest { need } => *need,

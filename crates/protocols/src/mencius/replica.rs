@@ -322,16 +322,10 @@ impl Replica {
         if self.next_own >= slot || !self.cmds.is_empty() || !self.covered(slot - 1, out) {
             return;
         }
-        // A lying peer's slot far past our window must not make us walk (and fill) every slot
-        // up to it: stop where our window ends. An honest run never gets there (its instances
-        // stay within the window, `check_invariants`), so this changes nothing for it: every
-        // slot of ours it skips lies within the window, and no slot of ours lies between the
-        // window's end plus `n` and `slot`.
-        let slot = slot.min(self.executed + self.config.window_max + self.n);
         let from = self.next_own;
         let mut own = from;
         while own < slot {
-            if self.in_window(own) {
+            if own > self.executed {
                 self.instances.entry(own).or_default().learned.get_or_insert(Value::NoOp);
             }
             own = self.next_owned(self.rank, own);
