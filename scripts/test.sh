@@ -38,7 +38,9 @@ echo "   tests with Redis clients and a killed leader ran with the unit tests: c
 if command -v redis-benchmark >/dev/null; then
   for protocol in $("$ordo" protocols | awk '{print $1}'); do
     data=$(mktemp -d)
-    "$ordo" cluster up --protocol "$protocol" --replicas 3 --redis-port 7399 --port-base 7700 \
+    replicas=3
+    [ "$protocol" = unreplicated ] && replicas=1   # one server: cluster up refuses idle replicas
+    "$ordo" cluster up --protocol "$protocol" --replicas "$replicas" --redis-port 7399 --port-base 7700 \
       --data-dir "$data" --status-every 0 > "$data/up.log" 2>&1 &
     up=$!
     for _ in $(seq 100); do redis-cli -p 7399 ping >/dev/null 2>&1 && break; sleep 0.2; done
