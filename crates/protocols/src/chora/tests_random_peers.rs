@@ -6,9 +6,9 @@
 
 use super::messages::{Message, Pulse, Value};
 use super::{Chora, Config, Mode};
+use crate::testkit::Envelope;
 use crate::testkit::random_peers::{self, Gen, mutate_seen};
 use crate::testkit::script::Layout;
-use crate::testkit::{Cluster, Envelope};
 use ordo_core::NodeId;
 use proptest::prelude::*;
 
@@ -75,7 +75,7 @@ fn forge(draw: &mut Gen, _to: NodeId, seen: &[Envelope<Chora>]) -> Message {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 200, failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(random_peers::cases())]
     #[test]
     // Ignored until fixed (issue 20): a pulse's `latest_proposed` far ahead makes an idle
     // proposer skip every slot of its own up to it, an unbounded loop and log.
@@ -83,8 +83,6 @@ proptest! {
     fn random_peer_messages_never_panic_a_replica(seed in any::<u64>()) {
         let mode = [Mode::Pulsing, Mode::Responsive, Mode::Adaptive][(seed % 3) as usize];
         let config = Config { mode, ..Config::default() };
-        let topology = Layout::new(3, 2).topology::<Chora>(&config);
-        let mut cluster = Cluster::with_topology(topology, config, seed);
-        random_peers::run(&mut cluster, seed, 500, &mut forge);
+        random_peers::run_on(Layout::new(3, 2), config, seed, &mut forge);
     }
 }

@@ -11,7 +11,7 @@ use crate::swiftpaxos::tests_random_peers::run_random_peers;
 use proptest::prelude::*;
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 200, failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(crate::testkit::random_peers::cases())]
     #[test]
     fn random_peer_messages_never_panic_a_replica(seed in any::<u64>()) {
         run_random_peers::<Curp>(seed, 5, Config::default());

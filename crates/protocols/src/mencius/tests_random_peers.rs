@@ -6,9 +6,9 @@
 
 use super::messages::{Ballot, Message, Value};
 use super::{Config, Mencius};
+use crate::testkit::Envelope;
 use crate::testkit::random_peers::{self, Gen, mutate_seen};
 use crate::testkit::script::Layout;
-use crate::testkit::{Cluster, Envelope};
 use ordo_core::NodeId;
 use proptest::prelude::*;
 
@@ -70,7 +70,7 @@ fn forge(draw: &mut Gen, _to: NodeId, seen: &[Envelope<Mencius>]) -> Message {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 200, failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(random_peers::cases())]
     #[test]
     // Ignored until fixed (issue 20): a peer's slot far ahead makes an idle owner skip (and
     // fill) every slot of its own up to it, an unbounded loop and instance map. Bounding the
@@ -78,8 +78,6 @@ proptest! {
     #[ignore = "issue 20: unbounded skip to a forged far slot"]
     fn random_peer_messages_never_panic_a_replica(seed in any::<u64>()) {
         let config = Config::default();
-        let topology = Layout::new(3, 2).topology::<Mencius>(&config);
-        let mut cluster = Cluster::with_topology(topology, config, seed);
-        random_peers::run(&mut cluster, seed, 500, &mut forge);
+        random_peers::run_on(Layout::new(3, 2), config, seed, &mut forge);
     }
 }

@@ -5,9 +5,9 @@
 
 use super::messages::Message;
 use super::{Config, NoPaxos};
+use crate::testkit::Envelope;
 use crate::testkit::random_peers::{self, Gen, mutate_seen};
 use crate::testkit::script::Layout;
-use crate::testkit::{Cluster, Envelope};
 use ordo_core::NodeId;
 use proptest::prelude::*;
 
@@ -58,12 +58,10 @@ fn forge(draw: &mut Gen, _to: NodeId, seen: &[Envelope<NoPaxos>]) -> Message {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 200, failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(random_peers::cases())]
     #[test]
     fn random_peer_messages_never_panic_a_replica(seed in any::<u64>()) {
         let config = Config::default();
-        let topology = Layout::new(3, 2).topology::<NoPaxos>(&config);
-        let mut cluster = Cluster::with_topology(topology, config, seed);
-        random_peers::run(&mut cluster, seed, 500, &mut forge);
+        random_peers::run_on(Layout::new(3, 2), config, seed, &mut forge);
     }
 }

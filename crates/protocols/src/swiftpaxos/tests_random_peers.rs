@@ -8,9 +8,9 @@
 
 use super::messages::{Entry, Message, Phase};
 use super::{Config, SwiftPaxos};
+use crate::testkit::Envelope;
 use crate::testkit::random_peers::{self, Gen, mutate_seen};
 use crate::testkit::script::Layout;
-use crate::testkit::{Cluster, Envelope};
 use ordo_core::{NodeId, Protocol, RequestId};
 use proptest::prelude::*;
 
@@ -89,13 +89,11 @@ pub(crate) fn run_random_peers<P: Protocol<Message = Message, Config = Config>>(
     replicas: usize,
     config: Config,
 ) {
-    let topology = Layout::new(replicas, 2).topology::<P>(&config);
-    let mut cluster = Cluster::<P>::with_topology(topology, config, seed);
-    random_peers::run(&mut cluster, seed, 500, &mut forge);
+    random_peers::run_on::<P>(Layout::new(replicas, 2), config, seed, &mut forge);
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 200, failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(random_peers::cases())]
     #[test]
     fn random_peer_messages_never_panic_a_replica(seed in any::<u64>()) {
         // Half the runs with SwiftPaxos^reads, whose readers answer reads themselves.

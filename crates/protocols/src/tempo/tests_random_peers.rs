@@ -7,9 +7,9 @@
 
 use super::messages::Message;
 use super::{Config, Tempo};
+use crate::testkit::Envelope;
 use crate::testkit::random_peers::{self, Gen, mutate_seen};
 use crate::testkit::script::Layout;
-use crate::testkit::{Cluster, Envelope};
 use ordo_core::NodeId;
 use proptest::prelude::*;
 
@@ -75,12 +75,10 @@ fn forge(draw: &mut Gen, to: NodeId, seen: &[Envelope<Tempo>]) -> Message {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 200, failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(random_peers::cases())]
     #[test]
     fn random_peer_messages_never_panic_a_replica(seed in any::<u64>()) {
         let config = Config::default();
-        let topology = Layout { shards: 2, ..Layout::new(REPLICAS_PER_SHARD as usize, 2) }.topology::<Tempo>(&config);
-        let mut cluster = Cluster::with_topology(topology, config, seed);
-        random_peers::run(&mut cluster, seed, 500, &mut forge);
+        random_peers::run_on(Layout { shards: 2, ..Layout::new(REPLICAS_PER_SHARD as usize, 2) }, config, seed, &mut forge);
     }
 }

@@ -16,6 +16,7 @@
 //! checker is off: a forged message may well make replicas disagree (that is what authenticated
 //! transport is for); what is tested is that no node panics and each node's own invariants hold.
 
+use super::script::Layout;
 use super::{Cluster, Envelope};
 use ordo_core::{Command, CrashModel, NodeId, Protocol, Role};
 use rand::{RngExt, SeedableRng};
@@ -512,4 +513,21 @@ pub fn mutate_seen<P: Protocol>(
         }
     }
     None
+}
+
+/// Steps of one case: deep enough for views, logs, restarts and forged messages to meet, short
+/// enough for 200 cases in seconds in a debug build.
+pub const STEPS: usize = 500;
+
+/// Cases of each protocol's property test; a failure prints its seed (no persistence file).
+pub fn cases() -> proptest::test_runner::Config {
+    proptest::test_runner::Config { cases: 200, failure_persistence: None, ..Default::default() }
+}
+
+/// One case on a fresh cluster laid out as `layout` with `config`: the body every protocol's
+/// random-peer property test shares.
+pub fn run_on<P: Protocol>(layout: Layout, config: P::Config, seed: u64, forge: Forge<'_, P>) -> RunCounts {
+    let topology = layout.topology::<P>(&config);
+    let mut cluster = Cluster::with_topology(topology, config, seed);
+    run(&mut cluster, seed, STEPS, forge)
 }
