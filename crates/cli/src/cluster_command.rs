@@ -7,7 +7,7 @@ use clap::{Args, Subcommand};
 use ordo_core::{CrashModel, Protocol};
 use ordo_net::ClusterFile;
 use ordo_net::config::{FileRole, with_runtime_defaults};
-use ordo_protocols::{ProtocolVisitor, with_protocol};
+use ordo_protocols::{ProtocolVisitor, protocol_info, with_protocol};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ExitCode};
@@ -131,20 +131,10 @@ fn colocate(file: &mut ClusterFile, roles: &[String]) -> Result<(), String> {
     Ok(())
 }
 
-/// The most replicas `protocol` uses ([`Protocol::replicas_max`]), if it has a bound.
-struct ReplicasMax;
-
-impl ProtocolVisitor for ReplicasMax {
-    type Output = Option<usize>;
-    fn visit<P: Protocol>(self) -> Option<usize> {
-        P::replicas_max()
-    }
-}
-
 /// Refuses a cluster with more replicas than its protocol uses (a protocol without
 /// replication runs one server), naming the replicas that would be idle processes.
 fn refuse_idle_replicas(args: &UpArgs, file: &ClusterFile) -> Result<(), String> {
-    let Some(most) = with_protocol(&args.protocol, ReplicasMax).ok().flatten() else { return Ok(()) };
+    let Some(most) = protocol_info(&args.protocol).and_then(|info| info.replicas_max) else { return Ok(()) };
     if args.replicas <= most {
         return Ok(());
     }
@@ -302,19 +292,6 @@ impl Drop for LocalCluster {
     }
 }
 
-/// True when the protocol of `file` has a fast path, so that fast and slow commits are both
-/// meaningful counts.
-fn has_fast_path(protocol: &str) -> bool {
-    struct FastPath;
-    impl ProtocolVisitor for FastPath {
-        type Output = bool;
-        fn visit<P: Protocol>(self) -> bool {
-            P::has_fast_path()
-        }
-    }
-    with_protocol(protocol, FastPath).unwrap_or(false)
-}
-
 /// Commits counted by the nodes one process hosts, fast and slow: its own nodes (a replica; a
 /// gateway's colocated proxies) and, for a gateway, the sum over its client nodes. Each
 /// protocol counts a commit once, where it is decided: at the leader or coordinator replica
@@ -348,7 +325,7 @@ fn commits_text(fast: u64, slow: u64, fast_path: bool) -> String {
 /// The nodes' states: a header line with the cluster's commits, then one line per process
 /// from its `/status`.
 pub fn status_lines(file: &ClusterFile) -> Vec<String> {
-    let fast_path = has_fast_path(&file.protocol);
+    let fast_path = protocol_info(&file.protocol).is_some_and(|info| info.fast_path);
     let (mut fast, mut slow) = (0, 0);
     let mut lines = Vec::new();
     for entry in &file.nodes {

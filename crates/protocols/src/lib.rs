@@ -42,6 +42,15 @@ pub struct ProtocolInfo {
     pub summary: &'static str,
     /// True for deliberately broken variants (negative controls for the fuzz harness).
     pub canary: bool,
+    /// [`Protocol::has_fast_path`].
+    pub fast_path: bool,
+    /// [`Protocol::replicas_max`].
+    pub replicas_max: Option<usize>,
+}
+
+/// The registered protocol called `name`, if any.
+pub fn protocol_info(name: &str) -> Option<ProtocolInfo> {
+    protocols().into_iter().find(|info| info.name == name)
 }
 
 /// No protocol of that name is registered.
@@ -68,6 +77,8 @@ macro_rules! registry {
                 name: <$protocol as Protocol>::NAME,
                 summary: <$protocol as Protocol>::SUMMARY,
                 canary: $canary,
+                fast_path: <$protocol as Protocol>::has_fast_path(),
+                replicas_max: <$protocol as Protocol>::replicas_max(),
             });)*
             all
         }
