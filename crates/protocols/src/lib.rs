@@ -33,6 +33,13 @@ pub trait ProtocolVisitor {
     fn visit<P: Protocol>(self) -> Self::Output;
 }
 
+/// The largest view, ballot, slot, timestamp or request number a node accepts from a peer
+/// (issue 20). Each grows by one (or by the replica count) per view change, recovery, command
+/// or request, so no cluster reaches it; below it, `+ 1` (or `+ n`) on a number that came from
+/// a peer cannot overflow. A message carrying more is a counted drop. Each protocol says why
+/// its numbers stay below it next to its check.
+pub const NUMBER_MAX: u64 = u64::MAX / 4;
+
 /// A registered protocol, as `ordo protocols` lists it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ProtocolInfo {

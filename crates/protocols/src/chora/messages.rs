@@ -159,10 +159,10 @@ pub enum Message {
     },
 }
 
-/// The largest view, slot, request number or op count a replica accepts from a peer. Views
-/// grow by one per view change and slots by one per proposal, so no cluster reaches it; below
-/// it, `+ 1` (or `+ n`) on a number that came from a peer cannot overflow.
-pub const NUMBER_MAX: u64 = u64::MAX / 4;
+// NUMBER_MAX (shared) bounds the view, slot, request number or op count a replica accepts from a
+// peer. Views grow by one per view change and slots by one per proposal, so no cluster reaches it;
+// below it, `+ 1` (or `+ n`) on a number that came from a peer cannot overflow.
+pub use crate::NUMBER_MAX;
 
 impl Request {
     /// The highest number the request carries (its number, its acknowledgement mark).

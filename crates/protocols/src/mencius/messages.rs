@@ -124,10 +124,10 @@ pub enum Message {
     StateReply(Box<Snapshot>),
 }
 
-/// The largest slot, ballot round, request number or op count a replica accepts from a peer.
-/// Slots grow by one per proposal and rounds by one per revocation, so no cluster reaches it;
-/// below it, `+ 1` (or `+ n`) on a number that came from a peer cannot overflow.
-pub const NUMBER_MAX: u64 = u64::MAX / 4;
+// NUMBER_MAX (shared) bounds the slot, ballot round, request number or op count a replica accepts
+// from a peer. Slots grow by one per proposal and rounds by one per revocation, so no cluster
+// reaches it; below it, `+ 1` (or `+ n`) on a number that came from a peer cannot overflow.
+pub use crate::NUMBER_MAX;
 
 impl Message {
     /// The highest slot, round or count `self` carries, checked against [`NUMBER_MAX`] before

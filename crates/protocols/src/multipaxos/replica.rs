@@ -110,10 +110,10 @@ pub enum DropReason {
     NumberOutOfRange,
 }
 
-/// The largest view, op number or commit number a replica accepts from a peer. Views and ops
-/// grow by one per view change or command, so no cluster reaches it; below it, `+ 1` on a
-/// number that came from a peer (or was adopted from one) cannot overflow.
-pub const NUMBER_MAX: u64 = u64::MAX / 4;
+// NUMBER_MAX (shared) bounds the view, op number or commit number a replica accepts from a peer.
+// Views and ops grow by one per view change or command, so no cluster reaches it; below it, `+ 1`
+// on a number that came from a peer (or was adopted from one) cannot overflow.
+pub use crate::NUMBER_MAX;
 
 /// Checks the views and op numbers a message carries against [`NUMBER_MAX`], before any
 /// handler adds to them.

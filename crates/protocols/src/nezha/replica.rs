@@ -731,11 +731,11 @@ impl Replica {
     }
 }
 
-/// The largest view, position, crash-vector entry or time a replica accepts from a peer. Each
-/// grows by one per view change, request or rejoin (times are nanoseconds, far below it until
-/// the next century), so no cluster reaches it; below it, `+ 1` on a number that came from a
-/// peer cannot overflow.
-pub const NUMBER_MAX: u64 = u64::MAX / 4;
+// NUMBER_MAX (shared) bounds the view, position, crash-vector entry or time a replica accepts from
+// a peer. Each grows by one per view change, request or rejoin (times are nanoseconds, far below it
+// until the next century), so no cluster reaches it; below it, `+ 1` on a number that came from a
+// peer cannot overflow.
+pub use crate::NUMBER_MAX;
 
 /// The highest number `message` carries that a handler may add to: views, positions, crash
 /// vectors, deadlines and times (log images included), checked against [`NUMBER_MAX`].

@@ -133,10 +133,10 @@ pub enum DropReason {
     NumberOutOfRange,
 }
 
-/// The largest view number, session number, slot or message number a replica accepts from a
-/// peer. Each grows by one per view change, session or request, so no cluster reaches it;
-/// below it, `+ 1` on a number that came from a peer cannot overflow.
-pub const NUMBER_MAX: u64 = u64::MAX / 4;
+// NUMBER_MAX (shared) bounds the view number, session number, slot or message number a replica
+// accepts from a peer. Each grows by one per view change, session or request, so no cluster reaches
+// it; below it, `+ 1` on a number that came from a peer cannot overflow.
+pub use crate::NUMBER_MAX;
 
 /// The highest view, session, slot or message number `message` carries (logs included), checked
 /// against [`NUMBER_MAX`] before any handler adds to it.

@@ -153,11 +153,10 @@ pub enum Message {
     },
 }
 
-/// The largest ballot, request number or executed prefix a replica accepts from a peer.
-/// Ballots grow by at most `N` per recovery and a client's numbers by one per request, so no
-/// cluster reaches it; below it, `+ 1` (or `+ N`) on a number that came from a peer cannot
-/// overflow.
-pub const NUMBER_MAX: u64 = u64::MAX / 4;
+// NUMBER_MAX (shared) bounds the ballot, request number or executed prefix a replica accepts from a
+// peer. Ballots grow by at most `N` per recovery and a client's numbers by one per request, so no
+// cluster reaches it; below it, `+ 1` (or `+ N`) on a number that came from a peer cannot overflow.
+pub use crate::NUMBER_MAX;
 
 /// Whether `id` is a request number a client can send: clients number from 1 (a number 0 would
 /// look forgotten by garbage collection, whose per-client mark starts at 0), and never reach

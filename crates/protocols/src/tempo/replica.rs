@@ -831,10 +831,10 @@ impl Replica {
     }
 }
 
-/// The largest timestamp, ballot or promise sequence number a replica accepts from a peer.
-/// Timestamps grow by one per conflicting command and ballots by `r` per recovery, so no
-/// cluster reaches it; below it, `+ 1` on a number that came from a peer cannot overflow.
-pub const NUMBER_MAX: u64 = u64::MAX / 4;
+// NUMBER_MAX (shared) bounds the timestamp, ballot or promise sequence number a replica accepts
+// from a peer. Timestamps grow by one per conflicting command and ballots by `r` per recovery, so
+// no cluster reaches it; below it, `+ 1` on a number that came from a peer cannot overflow.
+pub use crate::NUMBER_MAX;
 
 /// The highest timestamp, ballot or sequence number `message` carries, checked against
 /// [`NUMBER_MAX`] before any handler adds to it.
