@@ -54,6 +54,10 @@ pub struct SimArgs {
     /// Share of operations touching two keys (MGET/MSET): multi-shard commands with --shards.
     #[arg(long)]
     multi_key: Option<f64>,
+    /// Share of operations that are MULTI/EXEC transactions of 2-3 GET/SET/APPEND on distinct
+    /// keys (a quarter of them with WATCH, so some abort).
+    #[arg(long)]
+    transactions: Option<f64>,
     /// Operations each client keeps in flight (pipelining; at most what the protocol's clients
     /// take at once: unreplicated and multipaxos pipeline, the others take one).
     #[arg(long)]
@@ -140,6 +144,9 @@ fn build_config(args: &SimArgs, seeds_mode: bool) -> Result<SimConfig, String> {
     }
     if let Some(ratio) = args.multi_key {
         config.workload.multi_key_ratio = ratio;
+    }
+    if let Some(ratio) = args.transactions {
+        config.workload.transaction_ratio = ratio;
     }
     if let Some(rate) = args.rate {
         config.workload.rate_per_client = Some(rate);

@@ -3,8 +3,9 @@
 //! Redis gateway with a real Redis client library.
 //!
 //! - `redis_clients_work_for_every_protocol`: SET/GET and the other supported commands, a
-//!   garbage-sending client that is disconnected without harming a well-behaved one, and (when
-//!   installed) a short redis-benchmark run without errors.
+//!   MULTI/EXEC pipeline, a WATCH/MULTI/EXEC check-and-set counter from 20 concurrent clients
+//!   (final value exact), a garbage-sending client that is disconnected without harming a
+//!   well-behaved one, and (when installed) a short redis-benchmark run without errors.
 //! - `redis_clients_speak_resp3`: a client library in RESP3 (it sends `HELLO 3` on connect, as
 //!   redis-py 8, go-redis v9 and node-redis do by default) gets RESP3 types (maps, nulls,
 //!   verbatim text), truthful CLIENT and CONFIG answers, and the `# ordo` INFO section; a raw
@@ -95,6 +96,16 @@ fn redis_clients_work_for_every_protocol() {
         assert!(error.to_string().contains("unknown command"), "{error}");
         let error = redis::cmd("SET").arg("k").arg("v").arg("EX").arg(10).query::<String>(&mut redis).expect_err("EX");
         assert!(error.to_string().contains("expiry"), "{error}");
+        let (first, second): (i64, Vec<String>) = redis::pipe()
+            .atomic()
+            .cmd("INCR")
+            .arg("in-multi")
+            .cmd("HGETALL")
+            .arg("h")
+            .query(&mut redis)
+            .expect("MULTI/EXEC");
+        assert_eq!((first, second), (1, vec!["f".to_string(), "v".to_string()]), "{protocol}: EXEC's replies");
+        check_and_set_from_many_clients(&protocol, &cluster);
 
         // Garbage on another connection: an error reply, then the connection is closed.
         let mut raw = TcpStream::connect(("127.0.0.1", cluster.redis_port)).expect("connect");
@@ -112,6 +123,46 @@ fn redis_clients_work_for_every_protocol() {
         }
         eprintln!("{protocol}: Redis client checks passed in {:.1}s", started.elapsed().as_secs_f64());
     }
+}
+
+/// Clients incrementing one counter with WATCH/MULTI/EXEC (redis-rs' `transaction`, which
+/// retries when EXEC answers null).
+const CAS_CLIENTS: usize = 20;
+/// Increments per client.
+const CAS_INCREMENTS: usize = 5;
+
+/// Goal: WATCH/MULTI/EXEC is a correct check-and-set under concurrency: every client reads the
+/// counter and writes it plus one in a transaction watching it, so a lost update would leave
+/// the counter short, and a transaction run despite a write to its watched key would too.
+/// Method: CAS_CLIENTS threads, each with its own connection, CAS_INCREMENTS increments each;
+/// the final value must be exact, and some EXECs must have aborted (else nothing was tested).
+fn check_and_set_from_many_clients(protocol: &str, cluster: &Cluster) {
+    let aborted = std::sync::atomic::AtomicUsize::new(0);
+    let connections: Vec<redis::Connection> = (0..CAS_CLIENTS).map(|_| cluster.redis()).collect();
+    std::thread::scope(|scope| {
+        for mut redis in connections {
+            let aborted = &aborted;
+            scope.spawn(move || {
+                for _ in 0..CAS_INCREMENTS {
+                    let _: () = redis::transaction(&mut redis, &["cas"], |redis, pipe| {
+                        let now: Option<i64> = redis::cmd("GET").arg("cas").query(redis)?;
+                        let done: Option<()> = pipe.set("cas", now.unwrap_or(0) + 1).ignore().query(redis)?;
+                        if done.is_none() {
+                            aborted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        }
+                        Ok(done)
+                    })
+                    .unwrap_or_else(|e| panic!("{protocol}: check-and-set: {e}"));
+                }
+            });
+        }
+    });
+    let mut redis = cluster.redis();
+    let total: i64 = redis::cmd("GET").arg("cas").query(&mut redis).expect("GET cas");
+    let aborted = aborted.into_inner();
+    assert_eq!(total, (CAS_CLIENTS * CAS_INCREMENTS) as i64, "{protocol}: lost or doubled increments");
+    assert!(aborted > 0, "{protocol}: no EXEC aborted, so WATCH was not exercised");
+    eprintln!("{protocol}: {total} check-and-set increments from {CAS_CLIENTS} clients, {aborted} EXECs aborted");
 }
 
 #[test]

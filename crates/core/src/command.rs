@@ -101,6 +101,25 @@ pub enum Command {
         /// The fields deleted.
         fields: Vec<Value>,
     },
+    /// Redis' MULTI ... EXEC: `commands` run one after the other at one point of the order, and
+    /// nothing runs between them; returns [`CommandResult::Results`], one result per command
+    /// (an error fails only its own command, as in Redis: there is no rollback). With `watched`
+    /// (Redis' WATCH), the commands run only if every watched key is still at the version
+    /// the client read ([`Command::Versions`]); otherwise none runs and the result is
+    /// [`CommandResult::Nil`]. A transaction never holds a transaction.
+    Transaction {
+        /// (key, version read by WATCH): the transaction aborts if any moved.
+        watched: Vec<(Key, u64)>,
+        /// The queued commands, in the order they were queued.
+        commands: Vec<Command>,
+    },
+    /// WATCH's read: each key's version, the number of writes that have changed it, so a later
+    /// [`Command::Transaction`] can tell whether anything wrote the key since. Returns
+    /// [`CommandResult::Versions`].
+    Versions {
+        /// The keys watched.
+        keys: Vec<Key>,
+    },
 }
 
 /// The result of executing a command.
@@ -118,6 +137,10 @@ pub enum CommandResult {
     Values(Vec<Option<Value>>),
     /// The command failed against the current state (e.g. INCR of a non-integer).
     Error(String),
+    /// A transaction's results, one per command.
+    Results(Vec<CommandResult>),
+    /// Keys' versions ([`Command::Versions`]).
+    Versions(Vec<u64>),
 }
 
 impl Command {
@@ -130,12 +153,19 @@ impl Command {
                 | Command::MGet { .. }
                 | Command::HGet { .. }
                 | Command::HGetAll { .. }
-        )
+                | Command::Versions { .. }
+        ) || matches!(self, Command::Transaction { commands, .. } if commands.iter().all(Command::is_read_only))
     }
 
-    /// Calls `visit` once for every key the command touches, in the command's order. A command
-    /// that is not read-only may write every key it touches.
+    /// Calls `visit` once for every key the command names, in the command's order (a key named
+    /// twice, as in `MSET a 1 a 2` or a transaction, is visited twice). A command that is not
+    /// read-only may write every key it touches.
     pub fn for_each_key(&self, mut visit: impl FnMut(&Key)) {
+        self.visit_keys(&mut visit);
+    }
+
+    // Not generic, so that a transaction's commands recurse into the same function.
+    fn visit_keys(&self, visit: &mut dyn FnMut(&Key)) {
         match self {
             Command::Get { key }
             | Command::Set { key, .. }
@@ -145,8 +175,15 @@ impl Command {
             | Command::HGet { key, .. }
             | Command::HGetAll { key }
             | Command::HDel { key, .. } => visit(key),
-            Command::Del { keys } | Command::Exists { keys } | Command::MGet { keys } => keys.iter().for_each(visit),
+            Command::Del { keys } | Command::Exists { keys } | Command::MGet { keys } | Command::Versions { keys } => {
+                keys.iter().for_each(&mut *visit)
+            }
             Command::MSet { pairs } => pairs.iter().for_each(|(key, _)| visit(key)),
+            // The watched keys are read (their versions), so a write to one conflicts.
+            Command::Transaction { watched, commands } => {
+                watched.iter().for_each(|(key, _)| visit(key));
+                commands.iter().for_each(|command| command.visit_keys(visit));
+            }
         }
     }
 
@@ -183,6 +220,8 @@ impl Command {
             Command::HGet { .. } => "hget",
             Command::HGetAll { .. } => "hgetall",
             Command::HDel { .. } => "hdel",
+            Command::Transaction { .. } => "transaction",
+            Command::Versions { .. } => "versions",
         }
     }
 

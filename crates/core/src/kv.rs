@@ -206,7 +206,29 @@ impl KvStore {
                 CommandResult::Values(flat.collect())
             }
             Command::HDel { key, fields } => self.hash_delete(request, key, fields)?,
+            Command::Transaction { watched, commands } => self.transaction(request, watched, commands),
+            Command::Versions { keys } => CommandResult::Versions(keys.iter().map(|key| self.version(key)).collect()),
         })
+    }
+
+    /// How many writes have changed `key` (0 for a key never written). A delete is a write, so
+    /// the count only grows: WATCH compares it before and after.
+    fn version(&self, key: &Key) -> u64 {
+        self.entries.get(key).map_or(0, |entry| entry.version)
+    }
+
+    /// MULTI ... EXEC: every command in order, or none when a watched key moved. Each command's
+    /// error is its own result, as in Redis; a nested transaction is an error (the gateway
+    /// never sends one).
+    fn transaction(&mut self, request: RequestId, watched: &[(Key, u64)], commands: &[Command]) -> CommandResult {
+        if watched.iter().any(|(key, version)| self.version(key) != *version) {
+            return CommandResult::Nil;
+        }
+        let results = commands.iter().map(|command| match command {
+            Command::Transaction { .. } => CommandResult::Error("ERR MULTI calls can not be nested".into()),
+            command => self.apply(request, command),
+        });
+        CommandResult::Results(results.collect())
     }
 
     /// SET: writes the value and answers Ok, or answers Nil when the condition (NX, XX) forbids it.
@@ -344,6 +366,51 @@ mod tests {
     }
 
     #[test]
+    fn transactions_run_whole_or_not_at_all() {
+        // Goal: a transaction runs its commands in order with per-command results (an error
+        // fails only its command); with WATCH, a write to a watched key since its version was
+        // read aborts all of it, and only a write does (a read or a failed SET NX does not).
+        let mut kv = KvStore::new();
+        let versions = |kv: &mut KvStore, number| match kv.apply(request(number), &versions_of(&["a", "b"])) {
+            CommandResult::Versions(versions) => versions,
+            other => panic!("versions, not {other:?}"),
+        };
+        assert_eq!(versions(&mut kv, 1), vec![0, 0]);
+        kv.apply(request(2), &Command::set("b", "x"));
+        let watched = versions(&mut kv, 3);
+        assert_eq!(watched, vec![0, 1]);
+        let transaction = |watched: &[u64]| Command::Transaction {
+            watched: vec![("a".into(), watched[0]), ("b".into(), watched[1])],
+            commands: vec![
+                Command::IncrBy { key: "a".into(), delta: 1 },
+                Command::IncrBy { key: "b".into(), delta: 1 },
+                Command::get("a"),
+            ],
+        };
+        kv.apply(request(4), &Command::get("a"));
+        kv.apply(request(5), &Command::Set { key: "b".into(), value: "y".into(), condition: SetCondition::IfAbsent });
+        let ran = kv.apply(request(6), &transaction(&watched));
+        let expected_error = CommandResult::Error("ERR value is not an integer or out of range".into());
+        assert_eq!(
+            ran,
+            CommandResult::Results(vec![CommandResult::Integer(1), expected_error, CommandResult::Value("1".into())])
+        );
+        assert_eq!(versions(&mut kv, 7), vec![1, 1], "the failed INCR wrote nothing");
+        let before = kv.clone();
+        assert_eq!(kv.apply(request(8), &transaction(&watched)), CommandResult::Nil, "a moved: aborted");
+        assert_eq!(kv, before, "an aborted transaction changes nothing");
+        let nested = Command::Transaction { watched: Vec::new(), commands: vec![transaction(&[1, 1])] };
+        assert!(
+            matches!(kv.apply(request(9), &nested), CommandResult::Results(r) if matches!(r[0], CommandResult::Error(_)))
+        );
+        assert_eq!(kv, before, "a nested transaction runs nothing");
+    }
+
+    fn versions_of(keys: &[&str]) -> Command {
+        Command::Versions { keys: keys.iter().map(|key| Key::from(key.to_string())).collect() }
+    }
+
+    #[test]
     fn snapshot_round_trip_keeps_digests() {
         // Goal: a restored snapshot has the same state and the same per-key version chains, so
         // state transfer does not confuse the agreement check.
@@ -405,6 +472,15 @@ mod tests {
         }
 
         fn command() -> impl Strategy<Value = Command> {
+            prop_oneof![
+                4 => simple(),
+                1 => prop::collection::vec(key(), 1..3).prop_map(|keys| Command::Versions { keys }),
+                1 => (prop::collection::vec((key(), 0u64..3), 0..2), prop::collection::vec(simple(), 0..4))
+                    .prop_map(|(watched, commands)| Command::Transaction { watched, commands }),
+            ]
+        }
+
+        fn simple() -> impl Strategy<Value = Command> {
             prop_oneof![
                 key().prop_map(|key| Command::Get { key }),
                 (key(), value()).prop_map(|(key, value)| Command::Set { key, value, condition: SetCondition::Always }),

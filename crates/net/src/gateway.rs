@@ -9,6 +9,8 @@
 //!   the docs' command lists come from it.
 //! - [`session`]: per-connection state (id, name, RESP version) and the commands the gateway
 //!   answers itself: HELLO, AUTH, CLIENT, CONFIG, INFO.
+//! - [`transaction`]: MULTI/EXEC/DISCARD and WATCH/UNWATCH; a transaction is one replicated
+//!   command.
 //!
 //! SET's EX/PX/EXAT/PXAT/KEEPTTL options are rejected with an error: expiry is not part of the
 //! replicated state machine (a deterministic expiry would need the command to carry a
@@ -17,6 +19,7 @@
 pub mod pipeline;
 pub mod session;
 pub mod table;
+pub mod transaction;
 
 use crate::host::{Outcome, Request};
 use crate::resp::{Reply, RespVersion};
@@ -54,6 +57,12 @@ pub enum Action {
     Close(Reply),
     /// Run through the protocol.
     Replicate(Command, Shape),
+    /// WATCH: read the keys' versions through the protocol and keep them with the connection.
+    Watch(Vec<Bytes>),
+    /// Forget the connection's watched keys, then answer (UNWATCH, DISCARD, EXECABORT).
+    Unwatch(Reply),
+    /// EXEC: run the queued transaction with the connection's watched keys.
+    Exec(transaction::Exec),
 }
 
 fn error(text: impl Into<String>) -> Action {
@@ -123,21 +132,48 @@ fn shown_name(args: &[Bytes]) -> String {
 }
 
 /// Maps one request's words to an action: the table decides whether the command exists and has
-/// the right number of words; then the gateway answers it or plans its replicated command.
+/// the right number of words; then the gateway answers it, plans its replicated command, or,
+/// inside MULTI, queues it.
 pub fn plan(args: &[Bytes], context: &mut Context) -> Action {
-    let Some(name) = args.first() else { return error("ERR empty command") };
+    let checked = check(args);
+    let Some(mut queue) = context.session_mut().queue.take() else {
+        return checked.map_or_else(|refused| refused, |name| dispatch(name, &args[1..], context));
+    };
+    if let Ok(name @ ("EXEC" | "DISCARD")) = checked {
+        return transaction::finish(queue, name == "EXEC");
+    }
+    let action = transaction::queue(&mut queue, args, checked, |name| dispatch(name, &args[1..], context));
+    context.session_mut().queue = Some(queue);
+    action
+}
+
+/// The command's table name, or the error for an unknown command or a wrong number of words.
+fn check(args: &[Bytes]) -> Result<&'static str, Action> {
+    let Some(name) = args.first() else { return Err(error("ERR empty command")) };
     let upper = String::from_utf8_lossy(name).to_ascii_uppercase();
     let Some(spec) = table::lookup(&upper) else {
         let shown: String = String::from_utf8_lossy(name).chars().take(64).collect();
-        return error(format!("ERR unknown command '{shown}'"));
+        return Err(error(format!("ERR unknown command '{shown}'")));
     };
     if !spec.arity_fits(args.len()) {
-        return wrong_args(&upper);
+        return Err(wrong_args(&upper));
     }
-    let rest = &args[1..];
-    match spec.kind {
-        Kind::Gateway => plan_gateway(spec.name, rest, context),
-        Kind::Replicated => plan_replicated(spec.name, rest),
+    Ok(spec.name)
+}
+
+fn dispatch(name: &'static str, rest: &[Bytes], context: &mut Context) -> Action {
+    match name {
+        "MULTI" => {
+            context.session_mut().queue = Some(transaction::Queue::default());
+            Action::Reply(Reply::Simple("OK"))
+        }
+        "EXEC" | "DISCARD" => error(format!("ERR {name} without MULTI")),
+        "WATCH" => Action::Watch(rest.to_vec()),
+        "UNWATCH" => Action::Unwatch(Reply::Simple("OK")),
+        _ => match table::lookup(name).expect("checked").kind {
+            Kind::Gateway => plan_gateway(name, rest, context),
+            Kind::Replicated => plan_replicated(name, rest),
+        },
     }
 }
 
@@ -263,6 +299,14 @@ pub fn reply(outcome: Outcome, shape: Shape) -> Reply {
             )
         }
         (CommandResult::Values(values), _) => Reply::Array(values),
+        // Only transactions and WATCH's reads give these, and they shape their own replies
+        // (`transaction`); a plain rendering, should another command ever return them.
+        (CommandResult::Results(results), _) => {
+            Reply::Nested(results.into_iter().map(|result| reply(Outcome::Done(result), Shape::Plain)).collect())
+        }
+        (CommandResult::Versions(versions), _) => {
+            Reply::Nested(versions.into_iter().map(|version| Reply::Integer(version as i64)).collect())
+        }
     }
 }
 

@@ -60,6 +60,11 @@ impl RecordingKv {
             Command::MSet { pairs } => pairs.iter().for_each(|(key, value)| push(key, Some((false, value.clone())))),
             Command::Append { key, value } => push(key, Some((true, value.clone()))),
             command if command.is_read_only() => {}
+            // Without WATCH a transaction always runs its commands, in order.
+            Command::Transaction { watched, commands } if watched.is_empty() => {
+                drop(log);
+                commands.iter().for_each(|command| self.record(command));
+            }
             command => command.for_each_key(|key| push(key, None)),
         }
     }

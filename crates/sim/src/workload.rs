@@ -1,11 +1,12 @@
 //! What the simulated clients do: which commands, on which keys, how often.
 //!
-//! Every generated command is a GET, SET or APPEND on one key, so every run's history can be
-//! checked for linearizability. Values are unique per operation so the checker can tell writes
-//! apart.
+//! Every generated command is a GET, SET or APPEND on one key, or several of them at once (MGET,
+//! MSET, or a MULTI/EXEC transaction), recorded as one history operation per key, so every run's
+//! history can be checked for linearizability. Values are unique per operation so the checker
+//! can tell writes apart.
 
 use ordo_check::history::OpKind;
-use ordo_core::Command;
+use ordo_core::{Command, CommandResult, Key};
 use rand::RngExt;
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Zipf};
@@ -59,6 +60,10 @@ pub struct WorkloadSpec {
     /// Share of operations that touch two keys at once (MGET for reads, MSET for writes): the
     /// multi-shard commands of partial replication when the keys fall in different shards.
     pub multi_key_ratio: f64,
+    /// Share of operations that are transactions (MULTI/EXEC) of two or three GET, SET or APPEND
+    /// on distinct keys. A quarter of them WATCH their first key at a guessed version, so some
+    /// abort (the history records an aborted transaction as failed: it took no effect).
+    pub transaction_ratio: f64,
 }
 
 impl Default for WorkloadSpec {
@@ -74,6 +79,7 @@ impl Default for WorkloadSpec {
             op_timeout_ns: 1_000_000_000,
             outstanding_max: 1,
             multi_key_ratio: 0.0,
+            transaction_ratio: 0.0,
         }
     }
 }
@@ -129,6 +135,7 @@ impl WorkloadSpec {
         ratio("read_ratio", self.read_ratio)?;
         ratio("append_ratio", self.append_ratio)?;
         ratio("multi_key_ratio", self.multi_key_ratio)?;
+        ratio("transaction_ratio", self.transaction_ratio)?;
         if self.outstanding_max == 0 {
             return Err("workload: outstanding_max must be at least 1".into());
         }
@@ -169,8 +176,38 @@ pub fn parts(command: &Command) -> Vec<GeneratedPart> {
         Command::Append { key, value } => vec![part(OpKind::Append, key, Some(value))],
         Command::MGet { keys } => keys.iter().map(|key| part(OpKind::Read, key, None)).collect(),
         Command::MSet { pairs } => pairs.iter().map(|(key, value)| part(OpKind::Write, key, Some(value))).collect(),
+        Command::Transaction { commands, .. } => commands.iter().flat_map(parts).collect(),
         other => panic!("the workload generator never makes {other:?}"),
     }
+}
+
+/// What a completed operation's `result` says of each of its parts ([`parts`], in order): the
+/// value each read part read (`None` for an absent key; writes' entries are unused), or `None`
+/// when the operation took no effect: an error, or, when `may_abort` (a transaction with
+/// WATCH), a null result.
+pub fn part_results(result: CommandResult, may_abort: bool) -> Option<Vec<Option<String>>> {
+    let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
+    match result {
+        CommandResult::Error(_) => None,
+        CommandResult::Nil if may_abort => None,
+        CommandResult::Value(value) => Some(vec![Some(text(&value))]),
+        CommandResult::Values(values) => Some(values.iter().map(|v| v.as_deref().map(text)).collect()),
+        CommandResult::Results(results) => {
+            let mut flat = Vec::new();
+            for result in results {
+                // The generator's commands in a transaction never fail on their own.
+                flat.extend(part_results(result, false)?);
+            }
+            Some(flat)
+        }
+        // OK of a write, or Nil of a read of an absent key: one part.
+        _ => Some(vec![None]),
+    }
+}
+
+/// True when a null result means `command` took no effect (a transaction with WATCH).
+pub fn may_abort(command: &Command) -> bool {
+    matches!(command, Command::Transaction { watched, .. } if !watched.is_empty())
 }
 
 /// Draws operations for one run (one instance shared by all clients, fed the workload RNG).
@@ -250,6 +287,12 @@ impl Generator {
 
     /// The next command of `client`; `unique` makes its values unique in the run.
     pub fn next(&self, rng: &mut ChaCha8Rng, client: usize, unique: u64) -> Command {
+        if self.spec.transaction_ratio > 0.0
+            && rng.random_bool(self.spec.transaction_ratio)
+            && let Some(transaction) = self.transaction(rng, client, unique)
+        {
+            return transaction;
+        }
         let key = self.key(rng, client);
         let read = rng.random_bool(self.spec.read_ratio);
         if self.spec.multi_key_ratio > 0.0 && rng.random_bool(self.spec.multi_key_ratio) {
@@ -269,6 +312,44 @@ impl Generator {
         }
         let value = self.value(unique, 0);
         if rng.random_bool(self.spec.append_ratio) { Command::append(key, value) } else { Command::set(key, value) }
+    }
+
+    /// Two or three single-key commands on distinct keys, as one transaction; `None` when the
+    /// key space offers too few distinct keys.
+    fn transaction(&self, rng: &mut ChaCha8Rng, client: usize, unique: u64) -> Option<Command> {
+        let wanted = rng.random_range(2..=3);
+        let mut keys: Vec<String> = Vec::with_capacity(wanted);
+        for _ in 0..8 * wanted {
+            let key = self.key(rng, client);
+            if !keys.contains(&key) {
+                keys.push(key);
+            }
+            if keys.len() == wanted {
+                break;
+            }
+        }
+        if keys.len() < 2 {
+            return None;
+        }
+        let commands = keys.iter().enumerate().map(|(part, key)| {
+            let key = key.clone();
+            if rng.random_bool(self.spec.read_ratio) {
+                Command::get(key)
+            } else if rng.random_bool(self.spec.append_ratio) {
+                Command::append(key, self.value(unique, part))
+            } else {
+                Command::set(key, self.value(unique, part))
+            }
+        });
+        let commands: Vec<Command> = commands.collect();
+        // A guessed version: right now and then (small versions on a small key space), so both
+        // the commit and the abort of a watched transaction happen.
+        let watched = if rng.random_bool(0.25) {
+            vec![(Key::from(keys[0].clone()), rng.random_range(0..20))]
+        } else {
+            Vec::new()
+        };
+        Some(Command::Transaction { watched, commands })
     }
 
     fn multi_key(&self, read: bool, keys: [String; 2], unique: u64) -> Command {
@@ -309,6 +390,36 @@ mod tests {
             assert_eq!(parts.len(), 2);
             assert_ne!(parts[0].key, parts[1].key);
         }
+    }
+
+    #[test]
+    fn transactions_touch_distinct_keys_and_their_results_align_with_parts() {
+        // Goal: with transaction_ratio 1 every operation is a transaction of 2-3 commands on
+        // distinct keys, some with WATCH; its results map onto its parts in order, and a null
+        // result is "no effect" only for a watched transaction.
+        let spec = WorkloadSpec { transaction_ratio: 1.0, ..WorkloadSpec::default() };
+        let generator = Generator::new(&spec);
+        let mut rng = ChaCha8Rng::seed_from_u64(5);
+        let mut watched_seen = 0;
+        for unique in 0..200 {
+            let command = generator.next(&mut rng, 0, unique);
+            let Command::Transaction { watched, commands } = &command else { panic!("{command:?}") };
+            watched_seen += usize::from(!watched.is_empty());
+            assert!((2..=3).contains(&commands.len()));
+            let keys = command.keys();
+            let parts = parts(&command);
+            assert_eq!(parts.len(), commands.len());
+            assert!(parts.iter().enumerate().all(|(i, p)| parts[i + 1..].iter().all(|q| q.key != p.key)));
+            assert_eq!(may_abort(&command), !watched.is_empty());
+            assert!(keys.len() >= parts.len());
+        }
+        assert!((20..100).contains(&watched_seen), "about a quarter watched: {watched_seen}");
+        let results =
+            CommandResult::Results(vec![CommandResult::Ok, CommandResult::Value("v".into()), CommandResult::Nil]);
+        assert_eq!(part_results(results, true), Some(vec![None, Some("v".to_string()), None]));
+        assert_eq!(part_results(CommandResult::Nil, true), None, "an aborted transaction");
+        assert_eq!(part_results(CommandResult::Nil, false), Some(vec![None]), "a GET of an absent key");
+        assert_eq!(part_results(CommandResult::Error("x".into()), false), None);
     }
 
     #[test]

@@ -13,10 +13,11 @@
 //! they touch only the connection's session, which no replicated command reads, and their replies
 //! take their place in the same in-order stream as the others.
 
+use super::transaction::{Exec, Watched, exec_reply};
 use super::{Gateway, Shape, reply};
 use crate::host::{Outcome, Request};
 use crate::resp::{self, Reply, RespVersion};
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use ordo_core::Command;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
@@ -42,6 +43,12 @@ pub(crate) enum Pending {
     /// A command for the protocol, not yet submitted: it is, once every earlier request of the
     /// connection has been answered.
     Replicate(Command, Shape, RespVersion),
+    /// WATCH: the keys' versions are read, in turn, and kept with the connection.
+    Watch(Vec<Bytes>, RespVersion),
+    /// UNWATCH, DISCARD, EXECABORT: the watched keys are forgotten, in turn.
+    Unwatch(Reply, RespVersion),
+    /// EXEC: the transaction runs, in turn, with the keys watched by then.
+    Exec(Exec, RespVersion),
 }
 
 /// Plans complete requests of `input` into `pending`, until the input holds no complete request
@@ -68,6 +75,9 @@ pub(crate) fn plan_input(input: &mut BytesMut, gateway: &Gateway, id: u64, pendi
                 return true;
             }
             super::Action::Replicate(command, shape) => pending.push(Pending::Replicate(command, shape, version)),
+            super::Action::Watch(keys) => pending.push(Pending::Watch(keys, version)),
+            super::Action::Unwatch(reply) => pending.push(Pending::Unwatch(reply, version)),
+            super::Action::Exec(exec) => pending.push(Pending::Exec(exec, version)),
         }
     }
     false
@@ -85,12 +95,14 @@ async fn submit(requests: &mpsc::Sender<Request>, command: Command) -> Outcome {
 }
 
 /// Answers `pending` in order, writing the replies to `writer`: each replicated command is
-/// submitted only after the previous one has completed. True when the connection must close
-/// because a command's outcome is unknown (`-TIMEOUT`): it may still take effect later, so a
-/// later command of the connection could overtake it; the requests after it are not run.
+/// submitted only after the previous one has completed. `watched` is the connection's WATCH
+/// state, read and changed in request order. True when the connection must close because a
+/// command's outcome is unknown (`-TIMEOUT`): it may still take effect later, so a later
+/// command of the connection could overtake it; the requests after it are not run.
 pub(crate) async fn answer<W: AsyncWrite + Unpin>(
     pending: &mut Vec<Pending>,
     requests: &mpsc::Sender<Request>,
+    watched: &mut Watched,
     output: &mut Vec<u8>,
     writer: &mut W,
 ) -> std::io::Result<bool> {
@@ -103,6 +115,23 @@ pub(crate) async fn answer<W: AsyncWrite + Unpin>(
                 unknown = outcome == Outcome::Timeout;
                 reply(outcome, shape).encode(version, output);
             }
+            Pending::Watch(keys, version) => {
+                let outcome = submit(requests, Command::Versions { keys: keys.clone() }).await;
+                unknown = outcome == Outcome::Timeout;
+                watched.record(keys, outcome).encode(version, output);
+            }
+            Pending::Unwatch(reply, version) => {
+                watched.clear();
+                reply.encode(version, output);
+            }
+            Pending::Exec(exec, version) => match watched.exec(&exec) {
+                Ok(transaction) => {
+                    let outcome = submit(requests, transaction).await;
+                    unknown = outcome == Outcome::Timeout;
+                    exec_reply(outcome, &exec.slots).encode(version, output);
+                }
+                Err(reply) => reply.encode(version, output),
+            },
         }
         if output.len() >= OUTPUT_FLUSH_BYTES || unknown {
             writer.write_all(output).await?;
@@ -127,6 +156,7 @@ pub(crate) async fn connection<S: AsyncRead + AsyncWrite + Unpin>(
     let mut input = BytesMut::with_capacity(16 * 1024);
     let mut output = Vec::with_capacity(16 * 1024);
     let mut pending: Vec<Pending> = Vec::new();
+    let mut watched = Watched::default();
     loop {
         let mut close = plan_input(&mut input, gateway, id, &mut pending);
         if pending.is_empty() {
@@ -141,7 +171,7 @@ pub(crate) async fn connection<S: AsyncRead + AsyncWrite + Unpin>(
             pending.push(Pending::Ready(error, gateway.version(id)));
             close = true;
         }
-        close |= answer(&mut pending, &requests, &mut output, stream).await?;
+        close |= answer(&mut pending, &requests, &mut watched, &mut output, stream).await?;
         if close {
             return Ok(());
         }

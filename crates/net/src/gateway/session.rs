@@ -47,6 +47,8 @@ pub struct Session {
     opened: Instant,
     active: Instant,
     last_command: String,
+    /// The transaction being queued, between MULTI and EXEC.
+    pub(crate) queue: Option<super::transaction::Queue>,
 }
 
 /// Every open connection of the gateway, by id (ordered, so CLIENT LIST is too).
@@ -73,6 +75,7 @@ impl Clients {
             opened: now,
             active: now,
             last_command: "NULL".into(),
+            queue: None,
         };
         self.open.insert(id, session);
         id
@@ -122,7 +125,8 @@ pub struct Context<'a> {
 }
 
 impl Context<'_> {
-    fn session(&mut self) -> &mut Session {
+    /// The connection's state.
+    pub(crate) fn session_mut(&mut self) -> &mut Session {
         self.clients.open.get_mut(&self.id).expect("a connection plans commands only while it is registered")
     }
 }
@@ -158,7 +162,7 @@ fn authenticate(user: &[u8]) -> Result<(), Action> {
 /// `HELLO [protover [AUTH user pass] [SETNAME name]]`, with Redis' checks in Redis' order:
 /// the version, the options' syntax, AUTH, then the name; the version changes only if all pass.
 pub fn hello(rest: &[Bytes], context: &mut Context) -> Action {
-    let mut version = context.session().version;
+    let mut version = context.session_mut().version;
     if let Some(word) = rest.first() {
         version = match std::str::from_utf8(word).ok().and_then(|w| w.parse::<i64>().ok()) {
             Some(2) => RespVersion::Resp2,
@@ -185,14 +189,14 @@ pub fn hello(rest: &[Bytes], context: &mut Context) -> Action {
         if !valid_name(&name) {
             return error("ERR Client names cannot contain spaces, newlines or special characters.");
         }
-        context.session().name = Some(name).filter(|n| !n.is_empty());
+        context.session_mut().name = Some(name).filter(|n| !n.is_empty());
     }
-    context.session().version = version;
+    context.session_mut().version = version;
     Action::Reply(hello_map(context))
 }
 
 fn hello_map(context: &mut Context) -> Reply {
-    let session = context.session();
+    let session = context.session_mut();
     let pairs = [
         ("server", Reply::text("redis")),
         ("version", Reply::text(REDIS_VERSION)),
@@ -241,17 +245,17 @@ pub fn client(rest: &[Bytes], context: &mut Context) -> Action {
     let args = &rest[1..];
     match (sub.as_str(), args.len()) {
         ("ID", 0) => Action::Reply(Reply::Integer(context.id as i64)),
-        ("GETNAME", 0) => Action::Reply(Reply::Bulk(context.session().name.clone())),
+        ("GETNAME", 0) => Action::Reply(Reply::Bulk(context.session_mut().name.clone())),
         ("SETNAME", 1) if !valid_name(&args[0]) => {
             error("ERR Client names cannot contain spaces, newlines or special characters.")
         }
         ("SETNAME", 1) => {
-            context.session().name = Some(args[0].clone()).filter(|n| !n.is_empty());
+            context.session_mut().name = Some(args[0].clone()).filter(|n| !n.is_empty());
             ok()
         }
-        ("SETINFO", 2) => client_setinfo(args, context.session()),
+        ("SETINFO", 2) => client_setinfo(args, context.session_mut()),
         ("INFO", 0) => {
-            let session = context.session().clone();
+            let session = context.session_mut().clone();
             Action::Reply(Reply::Verbatim(client_line(&session, context.now)))
         }
         ("LIST", _) => client_list(args, context),
@@ -318,7 +322,7 @@ fn client_list(args: &[Bytes], context: &mut Context) -> Action {
 fn client_line(session: &Session, now: Instant) -> String {
     let text = |value: &Option<Bytes>| value.as_deref().map(String::from_utf8_lossy).unwrap_or_default().into_owned();
     format!(
-        "id={} addr={} laddr={} fd={} name={} age={} idle={} flags=N db=0 sub=0 psub=0 ssub=0 multi=-1 \
+        "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db=0 sub=0 psub=0 ssub=0 multi={} \
          cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}\n",
         session.id,
         session.peer,
@@ -327,6 +331,8 @@ fn client_line(session: &Session, now: Instant) -> String {
         text(&session.name),
         now.saturating_duration_since(session.opened).as_secs(),
         now.saturating_duration_since(session.active).as_secs(),
+        if session.queue.is_some() { "x" } else { "N" },
+        session.queue.as_ref().map_or(-1, |queue| queue.len() as i64),
         session.last_command,
         session.version.number(),
         text(&session.library_name),

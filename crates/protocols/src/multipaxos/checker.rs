@@ -206,5 +206,13 @@ fn result_digest(digest: u64, result: &CommandResult) -> u64 {
             })
         }
         CommandResult::Error(message) => bytes(piece(digest, &[5]), message.as_bytes()),
+        CommandResult::Results(results) => {
+            let count = piece(piece(digest, &[6]), &(results.len() as u64).to_le_bytes());
+            results.iter().fold(count, result_digest)
+        }
+        CommandResult::Versions(versions) => {
+            let count = piece(piece(digest, &[7]), &(versions.len() as u64).to_le_bytes());
+            versions.iter().fold(count, |digest, version| piece(digest, &version.to_le_bytes()))
+        }
     }
 }

@@ -38,15 +38,22 @@ pub struct Split {
     merge: Merge,
 }
 
-/// Splits a command into one part per shard its keys fall in.
-pub fn split(command: &Command, topology: &Topology) -> Split {
+/// Redis Cluster's answer to a command whose keys live in several shards, which ordo gives for
+/// the commands it cannot split: a transaction (and WATCH's version read) must decide, and
+/// abort, at one point of one shard's order.
+pub const CROSS_SHARD: &str = "CROSSSLOT Keys in request don't hash to the same slot";
+
+/// Splits a command into one part per shard its keys fall in; a transaction or a WATCH over
+/// several shards is refused with [`CROSS_SHARD`].
+pub fn split(command: &Command, topology: &Topology) -> Result<Split, CommandResult> {
     let shard_of = |key: &Key| topology.shard_of(key) as u32;
     let mut shards: Vec<u32> = Vec::new();
     command.for_each_key(|key| shards.push(shard_of(key)));
     shards.sort_unstable();
     shards.dedup();
     if shards.len() <= 1 {
-        return Split { parts: vec![(shards.first().copied().unwrap_or(0), command.clone())], merge: Merge::Single };
+        let part = (shards.first().copied().unwrap_or(0), command.clone());
+        return Ok(Split { parts: vec![part], merge: Merge::Single });
     }
     let mut grouped: BTreeMap<u32, Vec<Key>> = BTreeMap::new();
     let mut positions: Vec<(u32, usize)> = Vec::new();
@@ -56,7 +63,7 @@ pub fn split(command: &Command, topology: &Topology) -> Split {
         positions.push((shard, keys.len()));
         keys.push(key.clone());
     };
-    match command {
+    Ok(match command {
         Command::MGet { keys } => {
             keys.iter().for_each(&mut group);
             let parts = grouped.into_iter().map(|(s, keys)| (s, Command::MGet { keys })).collect();
@@ -79,8 +86,11 @@ pub fn split(command: &Command, topology: &Topology) -> Split {
             let parts = by_shard.into_iter().map(|(s, pairs)| (s, Command::MSet { pairs })).collect();
             Split { parts, merge: Merge::Ok }
         }
+        Command::Transaction { .. } | Command::Versions { .. } => {
+            return Err(CommandResult::Error(CROSS_SHARD.into()));
+        }
         other => unreachable!("{} touches one key", other.name()),
-    }
+    })
 }
 
 /// The replicas of `shard`, closest to `client` first. Replicas equally close to the client as
@@ -243,9 +253,13 @@ impl Node<Tempo> for Client {
     fn on_start(&mut self, _now: ClockReading, _out: &mut Outbox<Tempo>) {}
 
     fn on_submit(&mut self, _now: ClockReading, submission: Submission, out: &mut Outbox<Tempo>) {
+        // Refused before it takes a number: replicas never see a gap in a client's numbers.
+        let split = match split(&submission.command, &self.topology) {
+            Ok(split) => split,
+            Err(refused) => return out.complete(submission.op, refused),
+        };
         let request = RequestId { client: self.id, number: self.next_number };
         self.next_number += 1;
-        let split = split(&submission.command, &self.topology);
         let first: Vec<usize> = split.parts.iter().map(|(s, _)| self.preferred[*s as usize]).collect();
         assert!(first.iter().zip(&split.parts).all(|(&p, (s, _))| p < self.rankings[*s as usize].len()), "in range");
         self.outstanding =

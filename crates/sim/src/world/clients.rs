@@ -8,6 +8,8 @@ pub(crate) struct Outstanding {
     pub(super) op: u64,
     /// How the history records it; empty when no history is kept.
     pub(super) parts: Vec<GeneratedPart>,
+    /// A null result means it took no effect (a transaction with WATCH).
+    pub(super) may_abort: bool,
     pub(super) arrival_ns: u64,
 }
 
@@ -93,7 +95,8 @@ impl<P: Protocol> World<P> {
                 value: part.value.clone(),
             });
         }
-        state.outstanding.push(Outstanding { op, parts, arrival_ns });
+        let may_abort = workload::may_abort(&command);
+        state.outstanding.push(Outstanding { op, parts, may_abort, arrival_ns });
         let node = state.node;
         self.schedule_after_fixed(self.config.workload.op_timeout_ns, Event::ClientTimeout { client, op });
         self.on_arrive(node, Input::Submit(Submission { op, command }));
@@ -129,7 +132,8 @@ impl<P: Protocol> World<P> {
         let Some(outstanding) = self.take_outstanding(client, op) else {
             return; // a late completion of an operation the client already gave up on
         };
-        let failed = matches!(result, CommandResult::Error(_));
+        let read_values = workload::part_results(result, outstanding.may_abort);
+        let failed = read_values.is_none();
         let state = &mut self.clients[client];
         if failed {
             self.outcome.failed += 1;
@@ -138,13 +142,7 @@ impl<P: Protocol> World<P> {
             state.last_ok_ns = self.now;
             state.latencies_ns.push(self.now - outstanding.arrival_ns);
         }
-        let read_values: Vec<Option<String>> = match result {
-            CommandResult::Value(v) => vec![Some(String::from_utf8_lossy(&v).into_owned())],
-            CommandResult::Values(values) => {
-                values.into_iter().map(|v| v.map(|v| String::from_utf8_lossy(&v).into_owned())).collect()
-            }
-            _ => Vec::new(),
-        };
+        let read_values = read_values.unwrap_or_default();
         let id = self.history_id(op);
         let process = self.clients[client].process;
         for (index, part) in outstanding.parts.into_iter().enumerate() {

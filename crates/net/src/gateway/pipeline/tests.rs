@@ -44,7 +44,9 @@ fn a_command_is_submitted_only_after_the_previous_one_completed() {
         }
         seen
     };
-    let (seen, unknown) = run(async { tokio::join!(host, answer(&mut pending, &requests, &mut output, &mut written)) });
+    let mut watched = Watched::default();
+    let (seen, unknown) =
+        run(async { tokio::join!(host, answer(&mut pending, &requests, &mut watched, &mut output, &mut written)) });
     assert!(!unknown.expect("written"));
     assert_eq!(seen, vec![Command::set("k", "1"), Command::get("k"), Command::IncrBy { key: "n".into(), delta: 1 }]);
     assert_eq!(written, b"+OK\r\n$1\r\n1\r\n+PONG\r\n:1\r\n");
@@ -65,8 +67,9 @@ fn a_timeout_closes_the_connection_before_later_commands_run() {
         let_others_run().await;
         host.try_recv().is_err()
     };
+    let mut watched = Watched::default();
     let (nothing_more, unknown) =
-        run(async { tokio::join!(host, answer(&mut pending, &requests, &mut output, &mut written)) });
+        run(async { tokio::join!(host, answer(&mut pending, &requests, &mut watched, &mut output, &mut written)) });
     assert!(nothing_more, "a command after a timeout was submitted");
     assert!(unknown.expect("written"), "the connection closes");
     assert!(written.starts_with(b"-TIMEOUT"), "{}", String::from_utf8_lossy(&written));
@@ -82,7 +85,8 @@ fn a_busy_host_refuses_one_command_and_the_next_still_runs() {
     let (filler, _) = oneshot::channel();
     requests.try_send(Request { command: Command::get("x"), reply: filler }).expect("one slot");
     let (mut output, mut written) = (Vec::new(), Vec::new());
-    let unknown = run(answer(&mut pending, &requests, &mut output, &mut written)).expect("written");
+    let unknown =
+        run(answer(&mut pending, &requests, &mut Watched::default(), &mut output, &mut written)).expect("written");
     assert!(!unknown);
     assert!(written.starts_with(b"-BUSY") && written.ends_with(b"+PONG\r\n"));
 }
@@ -113,7 +117,11 @@ fn a_pipelined_hello_changes_only_the_replies_after_it() {
     let versions: Vec<RespVersion> = pending
         .iter()
         .map(|p| match p {
-            Pending::Ready(_, version) | Pending::Replicate(_, _, version) => *version,
+            Pending::Ready(_, version)
+            | Pending::Replicate(_, _, version)
+            | Pending::Watch(_, version)
+            | Pending::Unwatch(_, version)
+            | Pending::Exec(_, version) => *version,
         })
         .collect();
     let (two, three) = (RespVersion::Resp2, RespVersion::Resp3);
@@ -130,4 +138,100 @@ fn quit_and_malformed_input_end_planning() {
     let (pending, close) = planned("PING\r\n*x\r\n");
     assert!(close);
     assert!(matches!(&pending[1], Pending::Ready(Reply::Error(e), _) if e.contains("Protocol error")));
+}
+
+/// Answers `text` against a fake host that gives each submitted command the next of `results`;
+/// returns the commands it saw and what the connection wrote.
+fn answered(text: &str, results: Vec<CommandResult>) -> (Vec<Command>, String) {
+    let (mut pending, _) = planned(text);
+    let (requests, mut host) = mpsc::channel(8);
+    let (mut output, mut written) = (Vec::new(), Vec::new());
+    let mut watched = Watched::default();
+    let host = async {
+        let mut seen = Vec::new();
+        for result in results {
+            let request: Request = host.recv().await.expect("a request");
+            seen.push(request.command);
+            request.reply.send(Outcome::Done(result)).expect("the gateway waits");
+        }
+        let_others_run().await;
+        assert!(host.try_recv().is_err(), "more commands than results");
+        seen
+    };
+    let (seen, unknown) =
+        run(async { tokio::join!(host, answer(&mut pending, &requests, &mut watched, &mut output, &mut written)) });
+    assert!(!unknown.expect("written"));
+    (seen, String::from_utf8(written).expect("text"))
+}
+
+#[test]
+fn a_transaction_is_one_replicated_command_with_the_versions_watch_read() {
+    // Goal: WATCH reads the versions through the protocol; MULTI queues (QUEUED), a gateway
+    // command included; EXEC submits one Transaction carrying the watched versions and answers
+    // each queued command in order. Method: one pipelined read, a fake host.
+    let text = "WATCH k\r\nMULTI\r\nINCR k\r\nPING\r\nGET k\r\nEXEC\r\nGET k\r\n";
+    let results = vec![
+        CommandResult::Versions(vec![3]),
+        CommandResult::Results(vec![CommandResult::Integer(4), CommandResult::Value("4".into())]),
+        CommandResult::Value("4".into()),
+    ];
+    let (seen, written) = answered(text, results);
+    let transaction = Command::Transaction {
+        watched: vec![("k".into(), 3)],
+        commands: vec![Command::IncrBy { key: "k".into(), delta: 1 }, Command::get("k")],
+    };
+    assert_eq!(seen, vec![Command::Versions { keys: vec!["k".into()] }, transaction, Command::get("k")]);
+    assert_eq!(written, "+OK\r\n+OK\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n*3\r\n:4\r\n+PONG\r\n$1\r\n4\r\n$1\r\n4\r\n");
+}
+
+#[test]
+fn a_moved_watched_key_aborts_and_exec_forgets_the_watch() {
+    // Goal: the replicas' abort (Nil) is a null array; the next transaction carries no watch.
+    let text = "WATCH k\r\nMULTI\r\nSET k 1\r\nEXEC\r\nMULTI\r\nSET k 2\r\nEXEC\r\n";
+    let results =
+        vec![CommandResult::Versions(vec![0]), CommandResult::Nil, CommandResult::Results(vec![CommandResult::Ok])];
+    let (seen, written) = answered(text, results);
+    assert!(matches!(&seen[2], Command::Transaction { watched, .. } if watched.is_empty()));
+    assert_eq!(written, "+OK\r\n+OK\r\n+QUEUED\r\n*-1\r\n+OK\r\n+QUEUED\r\n*1\r\n+OK\r\n");
+}
+
+#[test]
+fn queuing_errors_abort_and_discard_runs_nothing() {
+    // Goal: an unknown command or a wrong arity while queuing makes EXEC answer EXECABORT and
+    // run nothing; an argument error is EXEC's element for that command; DISCARD drops the
+    // queue and the watch; EXEC or DISCARD without MULTI and a nested MULTI are errors.
+    let (seen, written) = answered("MULTI\r\nNOPE\r\nSET k 1\r\nEXEC\r\n", Vec::new());
+    assert!(seen.is_empty());
+    assert!(written.starts_with("+OK\r\n-ERR unknown command 'NOPE'\r\n+QUEUED\r\n-EXECABORT"), "{written}");
+    let (seen, written) = answered("MULTI\r\nGET\r\nEXEC\r\n", Vec::new());
+    assert!(seen.is_empty() && written.contains("-ERR wrong number") && written.contains("-EXECABORT"), "{written}");
+    let (seen, written) = answered(
+        "WATCH k\r\nMULTI\r\nSET k 1\r\nDISCARD\r\nEXEC\r\nDISCARD\r\nMULTI\r\nMULTI\r\nEXEC\r\n",
+        vec![CommandResult::Versions(vec![1])],
+    );
+    assert_eq!(seen.len(), 1, "only WATCH's read: DISCARD runs nothing, an empty EXEC submits nothing");
+    assert_eq!(
+        written,
+        "+OK\r\n+OK\r\n+QUEUED\r\n+OK\r\n-ERR EXEC without MULTI\r\n-ERR DISCARD without MULTI\r\n+OK\r\n\
+         -ERR MULTI calls can not be nested\r\n*0\r\n"
+    );
+    let (seen, written) = answered(
+        "MULTI\r\nSET k v NOPE\r\nINCR k\r\nEXEC\r\n",
+        vec![CommandResult::Results(vec![CommandResult::Error("ERR value is not an integer or out of range".into())])],
+    );
+    assert_eq!(seen.len(), 1);
+    assert!(
+        written.ends_with("*2\r\n-ERR syntax error\r\n-ERR value is not an integer or out of range\r\n"),
+        "{written}"
+    );
+}
+
+#[test]
+fn a_failed_watch_makes_exec_abort() {
+    // Goal: a WATCH whose read failed (here, Tempo refusing keys of several shards) is an error
+    // reply, and the EXEC after it aborts rather than running unwatched.
+    let refused = CommandResult::Error("CROSSSLOT Keys in request don't hash to the same slot".into());
+    let (seen, written) = answered("WATCH a b\r\nMULTI\r\nSET a 1\r\nEXEC\r\n", vec![refused]);
+    assert_eq!(seen.len(), 1, "the transaction is not submitted");
+    assert_eq!(written, "-CROSSSLOT Keys in request don't hash to the same slot\r\n+OK\r\n+QUEUED\r\n*-1\r\n");
 }
