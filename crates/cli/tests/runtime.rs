@@ -92,6 +92,10 @@ fn redis_clients_work_for_every_protocol() {
         assert_eq!(all, vec!["f".to_string(), "v".to_string()]);
         let len: i64 = redis::cmd("APPEND").arg("greeting").arg("!").query(&mut redis).expect("APPEND");
         assert_eq!(len, 6);
+        let set: i64 = redis::cmd("SETNX").arg("greeting").arg("x").query(&mut redis).expect("SETNX");
+        let kind: String = redis::cmd("TYPE").arg("h").query(&mut redis).expect("TYPE");
+        let n: i64 = redis::cmd("HINCRBY").arg("h").arg("n").arg(3).query(&mut redis).expect("HINCRBY");
+        assert_eq!((set, kind.as_str(), n), (0, "hash", 3), "{protocol}: SETNX, TYPE, HINCRBY");
         let error = redis::cmd("NOSUCH").query::<String>(&mut redis).expect_err("unknown command");
         assert!(error.to_string().contains("unknown command"), "{error}");
         let error = redis::cmd("SET").arg("k").arg("v").arg("EX").arg(10).query::<String>(&mut redis).expect_err("EX");

@@ -24,6 +24,21 @@ pub enum SetCondition {
     IfPresent,
 }
 
+/// What [`Command::HRead`] reads of a hash.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum HashRead {
+    /// HKEYS: every field.
+    Fields,
+    /// HVALS: every value.
+    Values,
+    /// HLEN: how many fields.
+    Len,
+    /// HEXISTS: 1 when the field exists.
+    Exists(Value),
+    /// HSTRLEN: the length of the field's value (0 when absent).
+    StrLen(Value),
+}
+
 /// A command of the key-value store.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Command {
@@ -101,6 +116,86 @@ pub enum Command {
         /// The fields deleted.
         fields: Vec<Value>,
     },
+    /// GETSET: writes a string value and returns the old one (Nil when absent).
+    GetSet {
+        /// The key written.
+        key: Key,
+        /// The new value.
+        value: Value,
+    },
+    /// GETDEL: returns a string value and deletes the key.
+    GetDel {
+        /// The key read and deleted.
+        key: Key,
+    },
+    /// STRLEN: the length of a string value (0 when absent).
+    StrLen {
+        /// The key read.
+        key: Key,
+    },
+    /// GETRANGE: the bytes of a string value from `start` to `end` inclusive; negative
+    /// positions count from the end.
+    GetRange {
+        /// The key read.
+        key: Key,
+        /// First position.
+        start: i64,
+        /// Last position, inclusive.
+        end: i64,
+    },
+    /// SETRANGE: overwrites a string value from `offset`, padding with zero bytes; returns the
+    /// new length.
+    SetRange {
+        /// The key written.
+        key: Key,
+        /// Where the bytes go.
+        offset: u64,
+        /// The bytes written.
+        value: Value,
+    },
+    /// MSETNX: writes every pair only if none of the keys exists; returns 1 or 0.
+    MSetNx {
+        /// The key-value pairs written.
+        pairs: Vec<(Key, Value)>,
+    },
+    /// HINCRBY: adds to an integer field of a hash; returns the new value.
+    HIncrBy {
+        /// The hash's key.
+        key: Key,
+        /// The field incremented.
+        field: Value,
+        /// The amount added.
+        delta: i64,
+    },
+    /// HSETNX: sets a field only if it does not exist; returns 1 or 0.
+    HSetNx {
+        /// The hash's key.
+        key: Key,
+        /// The field.
+        field: Value,
+        /// Its value.
+        value: Value,
+    },
+    /// HMGET: some fields of a hash, in order, each absent or not.
+    HMGet {
+        /// The hash's key.
+        key: Key,
+        /// The fields read.
+        fields: Vec<Value>,
+    },
+    /// A hash's fields, values, field count or one field's existence or length (HKEYS, HVALS,
+    /// HLEN, HEXISTS, HSTRLEN).
+    HRead {
+        /// The hash's key.
+        key: Key,
+        /// What is read.
+        read: HashRead,
+    },
+    /// TYPE: `string`, `hash` or `none`.
+    Type {
+        /// The key.
+        key: Key,
+    },
     /// Redis' MULTI ... EXEC: `commands` run one after the other at one point of the order, and
     /// nothing runs between them; returns [`CommandResult::Results`], one result per command
     /// (an error fails only its own command, as in Redis: there is no rollback). With `watched`
@@ -154,6 +249,11 @@ impl Command {
                 | Command::HGet { .. }
                 | Command::HGetAll { .. }
                 | Command::Versions { .. }
+                | Command::StrLen { .. }
+                | Command::GetRange { .. }
+                | Command::HMGet { .. }
+                | Command::HRead { .. }
+                | Command::Type { .. }
         ) || matches!(self, Command::Transaction { commands, .. } if commands.iter().all(Command::is_read_only))
     }
 
@@ -174,11 +274,21 @@ impl Command {
             | Command::HSet { key, .. }
             | Command::HGet { key, .. }
             | Command::HGetAll { key }
-            | Command::HDel { key, .. } => visit(key),
+            | Command::HDel { key, .. }
+            | Command::GetSet { key, .. }
+            | Command::GetDel { key }
+            | Command::StrLen { key }
+            | Command::GetRange { key, .. }
+            | Command::SetRange { key, .. }
+            | Command::HIncrBy { key, .. }
+            | Command::HSetNx { key, .. }
+            | Command::HMGet { key, .. }
+            | Command::HRead { key, .. }
+            | Command::Type { key } => visit(key),
             Command::Del { keys } | Command::Exists { keys } | Command::MGet { keys } | Command::Versions { keys } => {
                 keys.iter().for_each(&mut *visit)
             }
-            Command::MSet { pairs } => pairs.iter().for_each(|(key, _)| visit(key)),
+            Command::MSet { pairs } | Command::MSetNx { pairs } => pairs.iter().for_each(|(key, _)| visit(key)),
             // The watched keys are read (their versions), so a write to one conflicts.
             Command::Transaction { watched, commands } => {
                 watched.iter().for_each(|(key, _)| visit(key));
@@ -220,6 +330,17 @@ impl Command {
             Command::HGet { .. } => "hget",
             Command::HGetAll { .. } => "hgetall",
             Command::HDel { .. } => "hdel",
+            Command::GetSet { .. } => "getset",
+            Command::GetDel { .. } => "getdel",
+            Command::StrLen { .. } => "strlen",
+            Command::GetRange { .. } => "getrange",
+            Command::SetRange { .. } => "setrange",
+            Command::MSetNx { .. } => "msetnx",
+            Command::HIncrBy { .. } => "hincrby",
+            Command::HSetNx { .. } => "hsetnx",
+            Command::HMGet { .. } => "hmget",
+            Command::HRead { .. } => "hread",
+            Command::Type { .. } => "type",
             Command::Transaction { .. } => "transaction",
             Command::Versions { .. } => "versions",
         }

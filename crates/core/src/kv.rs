@@ -1,6 +1,6 @@
 //! The application interface ([`StateMachine`]) and the built-in key-value store ([`KvStore`]).
 
-use crate::command::{Command, CommandResult, Key, SetCondition, Value};
+use crate::command::{Command, CommandResult, HashRead, Key, SetCondition, Value};
 use crate::ids::RequestId;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -90,6 +90,13 @@ impl Entry {
 
 const WRONG_TYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
 
+/// Longest string value a command may build (APPEND, SETRANGE): Redis' `proto-max-bulk-len`
+/// as the gateway applies it, so that one small command cannot make every replica allocate
+/// gigabytes.
+pub const STRING_LEN_MAX: usize = 64 * 1024 * 1024;
+
+const TOO_LONG: &str = "ERR string exceeds maximum allowed size (proto-max-bulk-len)";
+
 /// The built-in key-value store with Redis semantics for strings and hashes.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KvStore {
@@ -175,6 +182,9 @@ impl KvStore {
             Command::Exists { keys } => CommandResult::Integer(keys.iter().filter(|k| self.exists(k)).count() as i64),
             Command::Append { key, value } => {
                 let mut joined = self.text(key)?.map(|v| v.to_vec()).unwrap_or_default();
+                if joined.len() + value.len() > STRING_LEN_MAX {
+                    return Err(CommandResult::Error(TOO_LONG.into()));
+                }
                 joined.extend_from_slice(value);
                 let length = joined.len() as i64;
                 self.write(request, key, Data::Text(joined.into()));
@@ -206,9 +216,103 @@ impl KvStore {
                 CommandResult::Values(flat.collect())
             }
             Command::HDel { key, fields } => self.hash_delete(request, key, fields)?,
+            Command::GetSet { key, value } => {
+                let old = self.text(key)?.cloned();
+                self.write(request, key, Data::Text(value.clone()));
+                old.map_or(CommandResult::Nil, CommandResult::Value)
+            }
+            Command::GetDel { key } => match self.text(key)?.cloned() {
+                Some(value) => {
+                    self.write(request, key, Data::Absent);
+                    CommandResult::Value(value)
+                }
+                None => CommandResult::Nil,
+            },
+            Command::StrLen { key } => CommandResult::Integer(self.text(key)?.map_or(0, |v| v.len() as i64)),
+            Command::GetRange { key, start, end } => {
+                let value = self.text(key)?.cloned().unwrap_or_default();
+                CommandResult::Value(value.slice(byte_range(value.len(), *start, *end)))
+            }
+            Command::SetRange { key, offset, value } => self.set_range(request, key, *offset, value)?,
+            Command::MSetNx { pairs } => {
+                if pairs.iter().any(|(key, _)| self.exists(key)) {
+                    return Ok(CommandResult::Integer(0));
+                }
+                for (key, value) in pairs {
+                    self.write(request, key, Data::Text(value.clone()));
+                }
+                CommandResult::Integer(1)
+            }
+            Command::HIncrBy { key, field, delta } => self.hash_increment(request, key, field, *delta)?,
+            Command::HSetNx { key, field, value } => {
+                if self.hash(key)?.is_some_and(|hash| hash.contains_key(field)) {
+                    return Ok(CommandResult::Integer(0));
+                }
+                self.hash_mut(request, key)?.insert(field.clone(), value.clone());
+                CommandResult::Integer(1)
+            }
+            Command::HMGet { key, fields } => {
+                let hash = self.hash(key)?;
+                CommandResult::Values(fields.iter().map(|f| hash.and_then(|h| h.get(f)).cloned()).collect())
+            }
+            Command::HRead { key, read } => hash_read(self.hash(key)?, read),
+            Command::Type { key } => {
+                CommandResult::Value(Value::from_static(match self.entries.get(key).map(|e| &e.data) {
+                    None | Some(Data::Absent) => b"none",
+                    Some(Data::Text(_)) => b"string",
+                    Some(Data::Hash(_)) => b"hash",
+                }))
+            }
             Command::Transaction { watched, commands } => self.transaction(request, watched, commands),
             Command::Versions { keys } => CommandResult::Versions(keys.iter().map(|key| self.version(key)).collect()),
         })
+    }
+
+    /// SETRANGE: overwrites from `offset`, zero-padding a shorter value; an empty `value` only
+    /// reads the length (and creates nothing), as in Redis.
+    fn set_range(
+        &mut self,
+        request: RequestId,
+        key: &Key,
+        offset: u64,
+        value: &Value,
+    ) -> Result<CommandResult, CommandResult> {
+        let current = self.text(key)?.map(|v| v.to_vec()).unwrap_or_default();
+        if value.is_empty() {
+            return Ok(CommandResult::Integer(current.len() as i64));
+        }
+        let end =
+            usize::try_from(offset).ok().and_then(|o| o.checked_add(value.len())).filter(|&end| end <= STRING_LEN_MAX);
+        let Some(end) = end else { return Err(CommandResult::Error(TOO_LONG.into())) };
+        let mut bytes = current;
+        if bytes.len() < end {
+            bytes.resize(end, 0);
+        }
+        bytes[end - value.len()..end].copy_from_slice(value);
+        let length = bytes.len() as i64;
+        self.write(request, key, Data::Text(bytes.into()));
+        Ok(CommandResult::Integer(length))
+    }
+
+    /// HINCRBY: adds `delta` to an integer field (absent counts as 0), refusing overflow.
+    fn hash_increment(
+        &mut self,
+        request: RequestId,
+        key: &Key,
+        field: &Value,
+        delta: i64,
+    ) -> Result<CommandResult, CommandResult> {
+        let current = match self.hash(key)?.and_then(|hash| hash.get(field)) {
+            None => 0,
+            Some(value) => {
+                parse_integer(value).map_err(|_| CommandResult::Error("ERR hash value is not an integer".into()))?
+            }
+        };
+        let Some(next) = current.checked_add(delta) else {
+            return Err(CommandResult::Error("ERR increment or decrement would overflow".into()));
+        };
+        self.hash_mut(request, key)?.insert(field.clone(), next.to_string().into());
+        Ok(CommandResult::Integer(next))
     }
 
     /// How many writes have changed `key` (0 for a key never written). A delete is a write, so
@@ -282,6 +386,29 @@ impl KvStore {
             self.entries.get_mut(key).expect("hash exists").data = Data::Absent;
         }
         Ok(CommandResult::Integer(removed as i64))
+    }
+}
+
+/// GETRANGE's byte range of a value of `len` bytes: negative positions count from the end,
+/// both ends are clamped, and an empty range is `0..0`.
+fn byte_range(len: usize, start: i64, end: i64) -> std::ops::Range<usize> {
+    let len = len as i64;
+    let from_end = |position: i64| if position < 0 { (len + position).max(0) } else { position };
+    let (start, end) = (from_end(start), from_end(end).min(len - 1));
+    if len == 0 || start > end { 0..0 } else { start as usize..end as usize + 1 }
+}
+
+/// HKEYS, HVALS, HLEN, HEXISTS, HSTRLEN of a hash (`None`: absent, read as empty).
+fn hash_read(hash: Option<&BTreeMap<Value, Value>>, read: &HashRead) -> CommandResult {
+    let all = || hash.into_iter().flatten();
+    match read {
+        HashRead::Fields => CommandResult::Values(all().map(|(f, _)| Some(f.clone())).collect()),
+        HashRead::Values => CommandResult::Values(all().map(|(_, v)| Some(v.clone())).collect()),
+        HashRead::Len => CommandResult::Integer(hash.map_or(0, |h| h.len() as i64)),
+        HashRead::Exists(field) => CommandResult::Integer(i64::from(hash.is_some_and(|h| h.contains_key(field)))),
+        HashRead::StrLen(field) => {
+            CommandResult::Integer(hash.and_then(|h| h.get(field)).map_or(0, |v| v.len() as i64))
+        }
     }
 }
 
@@ -406,6 +533,82 @@ mod tests {
         assert_eq!(kv, before, "a nested transaction runs nothing");
     }
 
+    #[test]
+    fn more_string_and_hash_commands_answer_as_redis() {
+        // Goal: the string and hash commands added for Redis clients give Redis' answers,
+        // edge cases included (checked against redis-server 7.0 by hand).
+        let mut kv = KvStore::new();
+        let mut n = 0;
+        let mut run = |kv: &mut KvStore, command: Command| {
+            n += 1;
+            kv.apply(request(n), &command)
+        };
+        assert_eq!(run(&mut kv, Command::GetSet { key: "s".into(), value: "Hello".into() }), CommandResult::Nil);
+        assert_eq!(
+            run(&mut kv, Command::GetSet { key: "s".into(), value: "Hello World".into() }),
+            CommandResult::Value("Hello".into())
+        );
+        let range = |start, end| Command::GetRange { key: "s".into(), start, end };
+        assert_eq!(run(&mut kv, range(0, 3)), CommandResult::Value("Hell".into()));
+        assert_eq!(run(&mut kv, range(-3, -1)), CommandResult::Value("rld".into()));
+        assert_eq!(run(&mut kv, range(0, -1)), CommandResult::Value("Hello World".into()));
+        assert_eq!(run(&mut kv, range(10, 100)), CommandResult::Value("d".into()));
+        assert_eq!(run(&mut kv, range(5, 3)), CommandResult::Value("".into()));
+        assert_eq!(run(&mut kv, range(-100, -50)), CommandResult::Value("H".into()), "Redis clamps both to 0");
+        let set_range =
+            |offset, value: &'static str| Command::SetRange { key: "s".into(), offset, value: value.into() };
+        assert_eq!(run(&mut kv, set_range(6, "Redis")), CommandResult::Integer(11));
+        assert_eq!(run(&mut kv, Command::get("s")), CommandResult::Value("Hello Redis".into()));
+        assert_eq!(
+            run(&mut kv, Command::SetRange { key: "p".into(), offset: 2, value: "x".into() }),
+            CommandResult::Integer(3)
+        );
+        assert_eq!(run(&mut kv, Command::get("p")), CommandResult::Value(Value::from_static(b"\0\0x")));
+        let huge = Command::SetRange { key: "p".into(), offset: STRING_LEN_MAX as u64, value: "x".into() };
+        assert!(matches!(run(&mut kv, huge), CommandResult::Error(e) if e.contains("maximum allowed size")));
+        assert_eq!(run(&mut kv, Command::StrLen { key: "s".into() }), CommandResult::Integer(11));
+        assert_eq!(run(&mut kv, Command::GetDel { key: "s".into() }), CommandResult::Value("Hello Redis".into()));
+        assert_eq!(run(&mut kv, Command::Type { key: "s".into() }), CommandResult::Value("none".into()));
+        assert_eq!(run(&mut kv, Command::GetDel { key: "s".into() }), CommandResult::Nil);
+        let msetnx = |pairs: &[(&'static str, &'static str)]| Command::MSetNx {
+            pairs: pairs.iter().map(|(k, v)| (Key::from(*k), Value::from(*v))).collect(),
+        };
+        assert_eq!(run(&mut kv, msetnx(&[("a", "1"), ("b", "2")])), CommandResult::Integer(1));
+        assert_eq!(run(&mut kv, msetnx(&[("b", "3"), ("c", "3")])), CommandResult::Integer(0));
+        assert_eq!(run(&mut kv, Command::get("c")), CommandResult::Nil, "all or nothing");
+        let hincr = |field: &'static str, delta| Command::HIncrBy { key: "h".into(), field: field.into(), delta };
+        assert_eq!(run(&mut kv, hincr("n", 5)), CommandResult::Integer(5));
+        assert_eq!(run(&mut kv, hincr("n", -7)), CommandResult::Integer(-2));
+        let hsetnx = |field: &'static str| Command::HSetNx { key: "h".into(), field: field.into(), value: "v".into() };
+        assert_eq!(run(&mut kv, hsetnx("f")), CommandResult::Integer(1));
+        assert_eq!(run(&mut kv, hsetnx("f")), CommandResult::Integer(0));
+        assert!(
+            matches!(run(&mut kv, hincr("f", 1)), CommandResult::Error(e) if e == "ERR hash value is not an integer")
+        );
+        let hmget = Command::HMGet { key: "h".into(), fields: vec!["f".into(), "x".into(), "n".into()] };
+        assert_eq!(run(&mut kv, hmget), CommandResult::Values(vec![Some("v".into()), None, Some("-2".into())]));
+        let read = |read| Command::HRead { key: "h".into(), read };
+        assert_eq!(
+            run(&mut kv, read(HashRead::Fields)),
+            CommandResult::Values(vec![Some("f".into()), Some("n".into())])
+        );
+        assert_eq!(
+            run(&mut kv, read(HashRead::Values)),
+            CommandResult::Values(vec![Some("v".into()), Some("-2".into())])
+        );
+        assert_eq!(run(&mut kv, read(HashRead::Len)), CommandResult::Integer(2));
+        assert_eq!(run(&mut kv, read(HashRead::Exists("f".into()))), CommandResult::Integer(1));
+        assert_eq!(run(&mut kv, read(HashRead::StrLen("n".into()))), CommandResult::Integer(2));
+        assert_eq!(run(&mut kv, Command::Type { key: "h".into() }), CommandResult::Value("hash".into()));
+        assert_eq!(run(&mut kv, Command::Type { key: "a".into() }), CommandResult::Value("string".into()));
+        assert!(
+            matches!(run(&mut kv, Command::StrLen { key: "h".into() }), CommandResult::Error(e) if e.starts_with("WRONGTYPE"))
+        );
+        assert!(
+            matches!(run(&mut kv, Command::HRead { key: "a".into(), read: HashRead::Len }), CommandResult::Error(e) if e.starts_with("WRONGTYPE"))
+        );
+    }
+
     fn versions_of(keys: &[&str]) -> Command {
         Command::Versions { keys: keys.iter().map(|key| Key::from(key.to_string())).collect() }
     }
@@ -500,6 +703,18 @@ mod tests {
                 (key(), value()).prop_map(|(key, field)| Command::HGet { key, field }),
                 key().prop_map(|key| Command::HGetAll { key }),
                 (key(), value()).prop_map(|(key, field)| Command::HDel { key, fields: vec![field] }),
+                (key(), value()).prop_map(|(key, value)| Command::GetSet { key, value }),
+                key().prop_map(|key| Command::GetDel { key }),
+                key().prop_map(|key| Command::StrLen { key }),
+                (key(), -4i64..4, -4i64..4).prop_map(|(key, start, end)| Command::GetRange { key, start, end }),
+                (key(), 0u64..6, value()).prop_map(|(key, offset, value)| Command::SetRange { key, offset, value }),
+                prop::collection::vec((key(), value()), 1..3).prop_map(|pairs| Command::MSetNx { pairs }),
+                (key(), value(), -3i64..4).prop_map(|(key, field, delta)| Command::HIncrBy { key, field, delta }),
+                (key(), value(), value()).prop_map(|(key, field, value)| Command::HSetNx { key, field, value }),
+                (key(), prop::collection::vec(value(), 1..3)).prop_map(|(key, fields)| Command::HMGet { key, fields }),
+                (key(), value()).prop_map(|(key, field)| Command::HRead { key, read: HashRead::Exists(field) }),
+                key().prop_map(|key| Command::HRead { key, read: HashRead::Fields }),
+                key().prop_map(|key| Command::Type { key }),
             ]
         }
 

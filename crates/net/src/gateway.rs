@@ -24,7 +24,7 @@ pub mod transaction;
 use crate::host::{Outcome, Request};
 use crate::resp::{Reply, RespVersion};
 use bytes::Bytes;
-use ordo_core::command::SetCondition;
+use ordo_core::command::{HashRead, SetCondition};
 use ordo_core::{Command, CommandResult};
 use session::{Clients, Context, ServerFacts};
 use std::cell::RefCell;
@@ -46,6 +46,10 @@ pub enum Shape {
     Ok,
     /// HGETALL: field/value pairs, a map (RESP3) or a flat array (RESP2).
     Pairs,
+    /// SETNX: `:1` when it wrote (OK), `:0` when it did not (Nil).
+    Flag,
+    /// TYPE: the value as a status line (`+string`).
+    Status,
 }
 
 /// What the gateway does with one request.
@@ -250,7 +254,40 @@ fn plan_replicated(name: &str, rest: &[Bytes]) -> Action {
         "HGET" => plain(Command::HGet { key: key(0), field: key(1) }),
         "HGETALL" => Action::Replicate(Command::HGetAll { key: key(0) }, Shape::Pairs),
         "HDEL" => plain(Command::HDel { key: key(0), fields: rest[1..].to_vec() }),
-        "MSET" | "HSET" | "HMSET" => wrong_args(name),
+        "GETSET" => plain(Command::GetSet { key: key(0), value: key(1) }),
+        "SETNX" => Action::Replicate(
+            Command::Set { key: key(0), value: key(1), condition: SetCondition::IfAbsent },
+            Shape::Flag,
+        ),
+        "GETDEL" => plain(Command::GetDel { key: key(0) }),
+        "STRLEN" => plain(Command::StrLen { key: key(0) }),
+        "GETRANGE" => match (integer(&rest[1]), integer(&rest[2])) {
+            (Some(start), Some(end)) => plain(Command::GetRange { key: key(0), start, end }),
+            _ => error("ERR value is not an integer or out of range"),
+        },
+        "SETRANGE" => match integer(&rest[1]) {
+            Some(offset) if offset >= 0 => {
+                plain(Command::SetRange { key: key(0), offset: offset as u64, value: key(2) })
+            }
+            Some(_) => error("ERR offset is out of range"),
+            None => error("ERR value is not an integer or out of range"),
+        },
+        "MSETNX" if rest.len().is_multiple_of(2) => {
+            plain(Command::MSetNx { pairs: rest.chunks(2).map(|p| (p[0].clone(), p[1].clone())).collect() })
+        }
+        "HINCRBY" => match integer(&rest[2]) {
+            Some(delta) => plain(Command::HIncrBy { key: key(0), field: key(1), delta }),
+            None => error("ERR value is not an integer or out of range"),
+        },
+        "HSETNX" => plain(Command::HSetNx { key: key(0), field: key(1), value: key(2) }),
+        "HMGET" => plain(Command::HMGet { key: key(0), fields: rest[1..].to_vec() }),
+        "HKEYS" => plain(Command::HRead { key: key(0), read: HashRead::Fields }),
+        "HVALS" => plain(Command::HRead { key: key(0), read: HashRead::Values }),
+        "HLEN" => plain(Command::HRead { key: key(0), read: HashRead::Len }),
+        "HEXISTS" => plain(Command::HRead { key: key(0), read: HashRead::Exists(key(1)) }),
+        "HSTRLEN" => plain(Command::HRead { key: key(0), read: HashRead::StrLen(key(1)) }),
+        "TYPE" => Action::Replicate(Command::Type { key: key(0) }, Shape::Status),
+        "MSET" | "MSETNX" | "HSET" | "HMSET" => wrong_args(name),
         _ => error(format!("ERR unknown command '{name}'")),
     }
 }
@@ -284,6 +321,13 @@ pub fn reply(outcome: Outcome, shape: Shape) -> Reply {
             Reply::Error(if starts_upper { text } else { format!("ERR {text}") })
         }
         (_, Shape::Ok) => Reply::Simple("OK"),
+        (CommandResult::Ok, Shape::Flag) => Reply::Integer(1),
+        (CommandResult::Nil, Shape::Flag) => Reply::Integer(0),
+        (CommandResult::Value(kind), Shape::Status) => Reply::Simple(match kind.as_ref() {
+            b"string" => "string",
+            b"hash" => "hash",
+            _ => "none",
+        }),
         (CommandResult::Ok, _) => Reply::Simple("OK"),
         (CommandResult::Nil, Shape::Pairs) => Reply::Map(Vec::new()),
         (CommandResult::Nil, _) => Reply::Bulk(None),
@@ -385,6 +429,14 @@ pub(crate) mod tests {
         assert!(matches!(plan_words("MSET a 1 b"), Action::Reply(Reply::Error(e)) if e.contains("'mset'")));
         assert!(matches!(plan_words("HSET h a"), Action::Reply(Reply::Error(e)) if e.contains("'hset'")));
         assert_eq!(plan_words("CONFIG GET save"), Action::Reply(Reply::Map(Vec::new())));
+        assert!(matches!(plan_words("SETNX k v"), Action::Replicate(Command::Set { .. }, Shape::Flag)));
+        assert!(matches!(plan_words("GETRANGE k 0 x"), Action::Reply(Reply::Error(e)) if e.contains("integer")));
+        assert!(matches!(plan_words("SETRANGE k -1 x"), Action::Reply(Reply::Error(e)) if e.contains("out of range")));
+        assert!(matches!(plan_words("MSETNX a 1 b"), Action::Reply(Reply::Error(e)) if e.contains("'msetnx'")));
+        assert_eq!(
+            plan_words("HEXISTS h f"),
+            Action::Replicate(Command::HRead { key: "h".into(), read: HashRead::Exists("f".into()) }, Shape::Plain)
+        );
     }
 
     #[test]
@@ -447,6 +499,9 @@ pub(crate) mod tests {
     fn results_become_redis_replies() {
         assert_eq!(reply(Outcome::Done(CommandResult::Nil), Shape::Plain), Reply::Bulk(None));
         assert_eq!(reply(Outcome::Done(CommandResult::Integer(2)), Shape::Ok), Reply::Simple("OK"));
+        assert_eq!(reply(Outcome::Done(CommandResult::Ok), Shape::Flag), Reply::Integer(1));
+        assert_eq!(reply(Outcome::Done(CommandResult::Nil), Shape::Flag), Reply::Integer(0));
+        assert_eq!(reply(Outcome::Done(CommandResult::Value("hash".into())), Shape::Status), Reply::Simple("hash"));
         assert!(matches!(reply(Outcome::Done(CommandResult::Error("value is not an integer".into())), Shape::Plain),
             Reply::Error(e) if e.starts_with("ERR ")));
     }

@@ -40,11 +40,11 @@ pub struct Split {
 
 /// Redis Cluster's answer to a command whose keys live in several shards, which ordo gives for
 /// the commands it cannot split: a transaction (and WATCH's version read) must decide, and
-/// abort, at one point of one shard's order.
+/// abort, at one point of one shard's order (and MSETNX its all-or-nothing).
 pub const CROSS_SHARD: &str = "CROSSSLOT Keys in request don't hash to the same slot";
 
-/// Splits a command into one part per shard its keys fall in; a transaction or a WATCH over
-/// several shards is refused with [`CROSS_SHARD`].
+/// Splits a command into one part per shard its keys fall in; a transaction, a WATCH or an
+/// MSETNX over several shards is refused with [`CROSS_SHARD`].
 pub fn split(command: &Command, topology: &Topology) -> Result<Split, CommandResult> {
     let shard_of = |key: &Key| topology.shard_of(key) as u32;
     let mut shards: Vec<u32> = Vec::new();
@@ -86,7 +86,7 @@ pub fn split(command: &Command, topology: &Topology) -> Result<Split, CommandRes
             let parts = by_shard.into_iter().map(|(s, pairs)| (s, Command::MSet { pairs })).collect();
             Split { parts, merge: Merge::Ok }
         }
-        Command::Transaction { .. } | Command::Versions { .. } => {
+        Command::Transaction { .. } | Command::Versions { .. } | Command::MSetNx { .. } => {
             return Err(CommandResult::Error(CROSS_SHARD.into()));
         }
         other => unreachable!("{} touches one key", other.name()),
