@@ -273,6 +273,31 @@ impl Replica {
         self.replicas.iter().position(|&r| r == node)
     }
 
+    /// The highest slot a peer's word may make us treat as proposed: `2 · ack_reserve` past our
+    /// commit, the reach a restarted replica's state request may claim (`on_state_request`).
+    ///
+    /// Why (issue 20): an idle proposer skips every slot of its own up to the latest proposed
+    /// slot, and a skip fills the sender's slots of its range, so a lying peer's slot far
+    /// ahead would cost a walk and log entries without end. Below the horizon a skip walks at
+    /// most `2 · ack_reserve` slots past our commit, once (the latest only moves on when the
+    /// commit does). An honest run changes only where a replica's commit lags a proposal it
+    /// hears of by more than the horizon (a replica that lags by `log_keep / 2` fetches a
+    /// snapshot instead, `check_lag`): it then skips and fills in stretches as its commit
+    /// moves, and what it gives up and learns is the same (docs/protocols/chora.md).
+    pub(super) fn latest_horizon(&self) -> u64 {
+        self.acks.last_commit.saturating_add(2 * self.config.ack_reserve)
+    }
+
+    /// A peer says `slot` was proposed in our view: the latest proposed slot follows, up to
+    /// the horizon (`latest_horizon`).
+    fn hear_proposed(&mut self, slot: u64) {
+        let horizon = self.latest_horizon();
+        if slot > horizon {
+            self.stats.count("latest_clamped");
+        }
+        self.proposing.latest_proposed = self.proposing.latest_proposed.max(slot.min(horizon));
+    }
+
     // ---- clients ---------------------------------------------------------------------------
 
     fn on_request(&mut self, from: NodeId, request: Arc<Request>, out: &mut Outbox<Chora>) -> Result<(), Dropped> {
@@ -562,7 +587,7 @@ impl Replica {
             self.on_entry(rank, slot, entry, false, out);
         }
         if self.vs.schedule.is_some() {
-            self.proposing.latest_proposed = self.proposing.latest_proposed.max(pulse.latest_proposed);
+            self.hear_proposed(pulse.latest_proposed);
         }
         if let Some((start, until)) = pulse.nack {
             self.on_nack(start, until);
@@ -622,12 +647,14 @@ impl Replica {
             }
             return Err("entry held already");
         }
-        self.proposing.latest_proposed = self.proposing.latest_proposed.max(slot);
+        self.hear_proposed(slot);
         self.log.insert(slot, entry);
         Ok(())
     }
 
-    /// Applies a skip: no-ops at the sender's slots in `start..=until` (§6.7.1).
+    /// Applies a skip: no-ops at the sender's slots in `start..=until` (§6.7.1), up to the
+    /// horizon (`latest_horizon`); slots past it come by repair (nack, recover) if still
+    /// missing when our commit gets there.
     fn on_skip(&mut self, rank: u32, start: u64, until: u64, view: u64) {
         let Some(schedule) = self.vs.schedule.clone() else {
             self.stats.drop_input("skip before the view-init");
@@ -638,13 +665,13 @@ impl Replica {
             return;
         }
         let mut slot = start;
-        while slot <= until {
+        while slot <= until.min(self.latest_horizon()) {
             if slot > self.log.first() && self.log.get(slot).is_none() {
                 self.log.insert(slot, Entry { view, value: Value::NoOp });
             }
             slot = schedule.next_owned(rank, slot);
         }
-        self.proposing.latest_proposed = self.proposing.latest_proposed.max(until);
+        self.hear_proposed(until);
     }
 
     /// Moves our ack forward over what we hold and have verified (§6.2, §6.5).

@@ -167,7 +167,7 @@ impl Replica {
         let last_commit = self.acks.last_commit;
         if need > last_commit {
             // Bounded: a restarted replica needs at most its reserve beyond what was acked.
-            if need <= last_commit + 2 * self.config.ack_reserve {
+            if need <= self.latest_horizon() {
                 self.proposing.latest_proposed = self.proposing.latest_proposed.max(need);
             }
             return Ok(());

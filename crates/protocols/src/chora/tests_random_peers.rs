@@ -77,12 +77,18 @@ fn forge(draw: &mut Gen, _to: NodeId, seen: &[Envelope<Chora>]) -> Message {
 proptest! {
     #![proptest_config(random_peers::cases())]
     #[test]
-    // Ignored until fixed (issue 20): a pulse's `latest_proposed` far ahead makes an idle
-    // proposer skip every slot of its own up to it, an unbounded loop and log.
-    #[ignore = "issue 20: unbounded skip to a forged latest_proposed"]
+    // Ignored until fixed (issue 20, what remains): the skip to a forged latest slot is bounded
+    // now (`latest_horizon`), but forged views still drive view-change storms (tens of
+    // thousands of views in one case), and each election copies the whole uncommitted log
+    // into its `Initiator` observation while the log grows by a view-init per election: about
+    // one case in a hundred runs for more than half a minute. Run it with `--ignored` (runs of
+    // 40 to 120 cases pass in seconds).
+    #[ignore = "issue 20: view-change storms from forged views (the skip is bounded)"]
     fn random_peer_messages_never_panic_a_replica(seed in any::<u64>()) {
         let mode = [Mode::Pulsing, Mode::Responsive, Mode::Adaptive][(seed % 3) as usize];
-        let config = Config { mode, ..Config::default() };
+        // A lying latest slot costs up to the horizon's skip, 2 · ack_reserve slots (issue 20):
+        // a small reserve keeps thousands of cases fast and reaches the horizon often.
+        let config = Config { mode, ack_reserve: 64, ..Config::default() };
         random_peers::run_on(Layout::new(3, 2), config, seed, &mut forge);
     }
 }

@@ -164,6 +164,21 @@ impl Replica {
         slot > self.executed && slot <= self.executed + self.config.window_max
     }
 
+    /// A slot was proposed, skipped or chosen: the highest slot seen follows, up to our
+    /// window's end. Why (issue 20): each tick an idle owner skips its slots below the highest
+    /// slot seen, and the durable bound is kept ahead of it (`reserve_bound`), so a lying
+    /// peer's far slot would otherwise make us skip a whole window at every tick and write a
+    /// bound no restarted incarnation could ever reach. Honest runs change only where a
+    /// replica hears of a slot past its window (a state request beyond it is refused already,
+    /// `on_state_request`); counted as `seen_clamped`.
+    fn see(&mut self, slot: u64) {
+        let end = self.executed + self.config.window_max;
+        if slot > end {
+            self.stats.count("seen_clamped");
+        }
+        self.max_seen = self.max_seen.max(slot.min(end));
+    }
+
     // ---- clients ---------------------------------------------------------------------------
 
     fn on_request(
@@ -233,7 +248,7 @@ impl Replica {
             let instance = self.instances.entry(*slot).or_default();
             instance.accepted = Some((ballot, value.clone()));
             instance.accepts = BTreeSet::from([self.rank]);
-            self.max_seen = self.max_seen.max(*slot);
+            self.see(*slot);
         }
         let learned: Vec<(u64, Value)> = if self.quorum <= 1 { entries.clone() } else { Vec::new() };
         for chunk in entries.chunks(ENTRIES_MAX) {
@@ -301,7 +316,7 @@ impl Replica {
             self.instances.entry(slot).or_default().accepted = Some((ballot, value));
             slots.push(slot);
         }
-        self.max_seen = self.max_seen.max(highest);
+        self.see(highest);
         if !slots.is_empty() {
             out.send(from, Message::Accepted { ballot, slots });
         }
@@ -317,22 +332,40 @@ impl Replica {
         Ok(())
     }
 
-    /// Gives up (as no-ops) our unused slots below `slot`.
+    /// Gives up (as no-ops) our unused slots below `slot`, those within our window only.
+    ///
+    /// A lying peer's slot far ahead (issue 20) must not make us walk, and fill, every slot of
+    /// ours up to it: the walk stops at the window's end, and later ticks (`on_tick` skips
+    /// below the highest slot seen) go on as we execute. This changes no honest run. The old
+    /// walk marked every own slot below `slot` (all lie above `executed`, as `next_own` does),
+    /// and `check_invariants` allows no instance past the window; so in every run that keeps
+    /// its invariants (each simulated run is checked after every event) no own slot lay
+    /// between the window's end and `slot`. There the clamped walk marks the same slots, ends
+    /// at the same next slot (at or past `slot`), waits for the same bound and sends the same
+    /// skip.
     fn skip_below(&mut self, slot: u64, out: &mut Outbox<Mencius>) {
-        if self.next_own >= slot || !self.cmds.is_empty() || !self.covered(slot - 1, out) {
+        let end = slot.min(self.executed + self.config.window_max + 1);
+        // Our first slot the walk leaves alone; the skip names every slot below it up to
+        // `slot` when that is ours to give up, else the window's end.
+        let beyond = self.next_owned(self.rank, end - 1);
+        let until = if beyond >= slot { slot - 1 } else { end - 1 };
+        if self.next_own >= end || !self.cmds.is_empty() || !self.covered(until, out) {
             return;
         }
         let from = self.next_own;
         let mut own = from;
-        while own < slot {
-            if own > self.executed {
-                self.instances.entry(own).or_default().learned.get_or_insert(Value::NoOp);
-            }
+        while own < end {
+            assert!(self.in_window(own), "we skip only slots of our window");
+            self.instances.entry(own).or_default().learned.get_or_insert(Value::NoOp);
             own = self.next_owned(self.rank, own);
+        }
+        assert_eq!(own, beyond, "the walk stops at our first slot past its end");
+        if beyond < slot {
+            self.stats.count("skip_clamped");
         }
         self.next_own = own;
         self.stats.count("skip");
-        out.multicast(&self.others, Message::Skip { from, until: slot - 1 });
+        out.multicast(&self.others, Message::Skip { from, until });
     }
 
     fn on_accepted(
@@ -385,7 +418,7 @@ impl Replica {
             }
             slot += self.n;
         }
-        self.max_seen = self.max_seen.max(until);
+        self.see(until);
         self.execute(out);
         Ok(())
     }
@@ -409,7 +442,7 @@ impl Replica {
     fn learn_all(&mut self, entries: Vec<(u64, Value)>, out: &mut Outbox<Mencius>) {
         let mut requeue = Vec::new();
         for (slot, value) in entries {
-            self.max_seen = self.max_seen.max(slot);
+            self.see(slot);
             if !self.in_window(slot) {
                 continue;
             }

@@ -519,9 +519,11 @@ pub fn mutate_seen<P: Protocol>(
 /// enough for 200 cases in seconds in a debug build.
 pub const STEPS: usize = 500;
 
-/// Cases of each protocol's property test; a failure prints its seed (no persistence file).
+/// Cases of each protocol's property test: 200, or `PROPTEST_CASES` when set (a long run
+/// before a release, say); a failure prints its seed (no persistence file).
 pub fn cases() -> proptest::test_runner::Config {
-    proptest::test_runner::Config { cases: 200, failure_persistence: None, ..Default::default() }
+    let cases = std::env::var("PROPTEST_CASES").ok().and_then(|cases| cases.parse().ok()).unwrap_or(200);
+    proptest::test_runner::Config { cases, failure_persistence: None, ..Default::default() }
 }
 
 /// One case on a fresh cluster laid out as `layout` with `config`: the body every protocol's
