@@ -13,6 +13,8 @@
 
 pub mod agreement;
 mod fixed_hash;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod history;
 pub mod linearizability;
 

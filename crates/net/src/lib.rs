@@ -13,6 +13,7 @@
 //! - [`resp`] and [`gateway`]: RESP parsing, RESP2/RESP3 replies and the Redis-command mapping.
 //! - [`metrics`]: Prometheus text and JSON status over HTTP.
 //! - [`node`]: one node process.
+//! - `fuzzing` (hidden): the fuzz bodies of every decoder of outside bytes (`docs/fuzzing.md`).
 //!
 //! `docs/runtime.md` describes the design.
 #![deny(missing_docs)]
@@ -20,6 +21,8 @@
 pub mod clock;
 pub mod config;
 pub mod faults;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod gateway;
 pub mod host;
 pub mod metrics;

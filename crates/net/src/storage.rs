@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 /// Largest record accepted, when writing and when reading back (a corrupt length must not
 /// allocate gigabytes). A record's length is stored as a `u32`.
 pub const RECORD_LEN_MAX: usize = 256 * 1024 * 1024;
-const RECORD_HEADER_LEN: usize = 12;
+pub(crate) const RECORD_HEADER_LEN: usize = 12;
 const _: () = assert!(RECORD_LEN_MAX <= u32::MAX as usize, "a record's length fits its u32 field");
 
 /// The name of node `node`'s durable file in the data directory, when the cluster-file entry
@@ -65,7 +65,7 @@ pub struct Storage {
 }
 
 /// Appends the record's frame to `into`, or refuses a record too long to read back.
-fn encode_record<D: Serialize>(record: &D, len_max: usize, into: &mut Vec<u8>) -> Result<(), String> {
+pub(crate) fn encode_record<D: Serialize>(record: &D, len_max: usize, into: &mut Vec<u8>) -> Result<(), String> {
     assert!(len_max <= RECORD_LEN_MAX, "what is written can be read back");
     let bytes = postcard::to_allocvec(record).map_err(|error| format!("a record does not serialize: {error}"))?;
     if bytes.len() > len_max {
@@ -82,7 +82,7 @@ fn encode_record<D: Serialize>(record: &D, len_max: usize, into: &mut Vec<u8>) -
 }
 
 /// The body of the record framed at `at`, if a whole frame with a matching checksum starts there.
-fn frame_at(bytes: &[u8], at: usize) -> Option<&[u8]> {
+pub(crate) fn frame_at(bytes: &[u8], at: usize) -> Option<&[u8]> {
     let header = bytes.get(at..at.checked_add(RECORD_HEADER_LEN)?)?;
     let len = u32::from_le_bytes(header[0..4].try_into().expect("4 bytes")) as usize;
     let sum = u64::from_le_bytes(header[4..12].try_into().expect("8 bytes"));

@@ -106,14 +106,14 @@ pub enum Body<'a> {
     },
 }
 
-fn put_header(buffer: &mut Vec<u8>, header: &Header) {
+pub(crate) fn put_header(buffer: &mut Vec<u8>, header: &Header) {
     buffer.extend_from_slice(&MAGIC);
     buffer.push(VERSION);
     buffer.extend_from_slice(&header.cluster.to_le_bytes());
     buffer.extend_from_slice(&header.boot.to_le_bytes());
 }
 
-fn seal(buffer: &mut Vec<u8>, start: usize) {
+pub(crate) fn seal(buffer: &mut Vec<u8>, start: usize) {
     let sum = xxhash_rust::xxh3::xxh3_64(&buffer[start..]);
     buffer.extend_from_slice(&sum.to_le_bytes());
 }

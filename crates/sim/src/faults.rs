@@ -148,6 +148,22 @@ impl<N> Fault<N> {
         }
     }
 
+    /// Refuses a value no fault can have: a probability that is not a number (`nan` in a TOML
+    /// plan), which every driver's random draw would panic on (the cluster-file fuzz target
+    /// found it). A probability outside 0..=1 is clamped where it is applied.
+    fn check_values(&self) -> Result<(), String> {
+        match self {
+            Fault::Loss { probability, .. }
+            | Fault::Duplicate { probability, .. }
+            | Fault::Reorder { probability, .. }
+                if probability.is_nan() =>
+            {
+                Err("the probability is not a number".into())
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// The same fault with every node `name` replaced by `rename(name)`; the first error stops it.
     pub fn try_map_nodes<M, E>(self, mut rename: impl FnMut(N) -> Result<M, E>) -> Result<Fault<M>, E> {
         Ok(match self {
@@ -221,6 +237,7 @@ impl FaultPlan {
     pub fn resolve(&self, topology: &Topology) -> Result<Vec<Fault>, String> {
         let resolve_one = |(position, fault): (usize, &FaultSpec)| {
             let named = |error: String| format!("fault plan, fault {} ({}): {error}", position + 1, fault.name());
+            fault.check_values().map_err(named)?;
             fault.clone().try_map_nodes(|node| node.resolve(topology)).map_err(named)
         };
         self.faults.iter().enumerate().map(resolve_one).collect()

@@ -298,3 +298,22 @@ fn references_to_nodes_the_cluster_lacks_are_refused_naming_the_fault() {
     let unknown = toml::from_str::<FaultPlan>("[[faults]]\nkind = \"crash\"\nnode = \"leader\"\nat_ns = 1\n");
     assert!(unknown.expect_err("unknown role").to_string().contains("unknown role \"leader\""));
 }
+
+#[test]
+fn a_probability_that_is_not_a_number_is_refused_naming_the_fault() {
+    // Goal: `probability = nan` (valid TOML) is a configuration error, not a panic in the first
+    // random draw of the simulator or of a node's fault shim. Method: resolve one-fault plans of
+    // each kind with a probability, nan and then 0.5.
+    for kind in ["loss", "duplicate", "reorder"] {
+        let plan = |probability: &str| -> FaultPlan {
+            let text = format!(
+                "[[faults]]\nkind = \"{kind}\"\nprobability = {probability}\nat_ns = 0\nuntil_ns = 9\n{}",
+                if kind == "reorder" { "delay_max_ns = 5\n" } else { "" }
+            );
+            toml::from_str(&text).expect("the plan parses")
+        };
+        let error = plan("nan").resolve(&topology()).expect_err(kind);
+        assert_eq!(error, format!("fault plan, fault 1 ({kind}): the probability is not a number"));
+        assert!(plan("0.5").resolve(&topology()).is_ok(), "{kind}");
+    }
+}
