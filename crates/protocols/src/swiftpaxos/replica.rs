@@ -18,7 +18,7 @@ use crate::client_table::{ClientTable, Lookup};
 use crate::executor::graph::{CommandStatus, GraphConfig, GraphExecutor};
 use crate::multipaxos::checker::execution_digest;
 use ordo_core::{
-    ClockReading, Command, CommandResult, Destinations, Node, NodeContext, NodeId, NodeStats, Outbox, PersistMode,
+    ClockReading, Command, CommandResult, Destinations, Key, Node, NodeContext, NodeId, NodeStats, Outbox, PersistMode,
     PersistTicket, RequestId, StateMachine, Topology,
 };
 use std::collections::{BTreeMap, BTreeSet};
@@ -513,31 +513,47 @@ impl Replica {
     }
 
     /// `opt_exec(pending_log, state)` (L17): `command`'s result after every pending command that
-    /// shares a key with it, in pending order, on a fork of the keys involved. Commands on other
-    /// keys cannot change it.
+    /// shares a key with it, in pending order, on a fork of the keys involved, and, closing
+    /// over keys, after every pending command sharing a key with those: a watched transaction
+    /// or an MSETNX writes one key or not depending on another, so a pending command on a key
+    /// `command` does not touch can still change what an earlier pending one wrote to a key it
+    /// does (seed 2 of the transactions campaign). Commands on keys outside the closure cannot
+    /// change the result.
     fn optimistic_result(&mut self, id: RequestId, command: &Command) -> CommandResult {
-        let mine = command.keys();
-        let mut before: Vec<RequestId> = Vec::new();
-        let mut keys = mine.clone();
-        for other in self.pending_log.ids() {
-            if other == id {
-                continue;
-            }
-            let Some(pending) = self.instances.get(&other).and_then(|i| i.command.as_ref()) else { continue };
-            let mut shares = false;
-            pending.for_each_key(|key| shares |= mine.contains(key));
-            // The CURP+ canary answers from the executed state alone.
-            let stale = self.flaw == Flaw::BlindWitness;
-            if shares && !stale && self.execution.executor.status(other) != CommandStatus::Executed {
-                before.push(other);
-                keys.extend(pending.keys());
+        let pending: Vec<(RequestId, &Command)> = self
+            .pending_log
+            .ids()
+            .filter(|&other| other != id)
+            .filter(|&other| {
+                // The CURP+ canary answers from the executed state alone.
+                self.flaw != Flaw::BlindWitness && self.execution.executor.status(other) != CommandStatus::Executed
+            })
+            .filter_map(|other| Some((other, self.instances.get(&other)?.command.as_ref()?)))
+            .collect();
+        let mut keys: BTreeSet<Key> = command.keys().into_iter().collect();
+        let mut before = vec![false; pending.len()];
+        let mut grown = true;
+        while grown {
+            grown = false;
+            for (index, (_, other)) in pending.iter().enumerate() {
+                let mut shares = false;
+                other.for_each_key(|key| shares |= keys.contains(key));
+                if shares && !before[index] {
+                    before[index] = true;
+                    keys.extend(other.keys());
+                    grown = true;
+                }
             }
         }
-        keys.sort_unstable();
-        keys.dedup();
+        let keys: Vec<Key> = keys.into_iter().collect();
+        let before: Vec<(RequestId, Command)> = pending
+            .iter()
+            .zip(&before)
+            .filter(|(_, take)| **take)
+            .map(|((other, c), _)| (*other, (*c).clone()))
+            .collect();
         let mut fork = self.execution.fork(&keys);
-        for other in before {
-            let pending = self.instances[&other].command.clone().expect("pending commands have payloads");
+        for (other, pending) in before {
             fork.apply(other, &pending);
         }
         fork.apply(id, command)
