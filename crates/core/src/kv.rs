@@ -201,21 +201,6 @@ impl KvStore {
                 }
                 CommandResult::Ok
             }
-            Command::HSet { key, fields } => {
-                let hash = self.hash_mut(request, key)?;
-                let added = fields.iter().filter(|(f, v)| hash.insert(f.clone(), v.clone()).is_none()).count();
-                CommandResult::Integer(added as i64)
-            }
-            Command::HGet { key, field } => match self.hash(key)?.and_then(|h| h.get(field)) {
-                Some(value) => CommandResult::Value(value.clone()),
-                None => CommandResult::Nil,
-            },
-            Command::HGetAll { key } => {
-                let hash = self.hash(key)?;
-                let flat = hash.into_iter().flatten().flat_map(|(f, v)| [Some(f.clone()), Some(v.clone())]);
-                CommandResult::Values(flat.collect())
-            }
-            Command::HDel { key, fields } => self.hash_delete(request, key, fields)?,
             Command::GetSet { key, value } => {
                 let old = self.text(key)?.cloned();
                 self.write(request, key, Data::Text(value.clone()));
@@ -243,19 +228,14 @@ impl KvStore {
                 }
                 CommandResult::Integer(1)
             }
-            Command::HIncrBy { key, field, delta } => self.hash_increment(request, key, field, *delta)?,
-            Command::HSetNx { key, field, value } => {
-                if self.hash(key)?.is_some_and(|hash| hash.contains_key(field)) {
-                    return Ok(CommandResult::Integer(0));
-                }
-                self.hash_mut(request, key)?.insert(field.clone(), value.clone());
-                CommandResult::Integer(1)
-            }
-            Command::HMGet { key, fields } => {
-                let hash = self.hash(key)?;
-                CommandResult::Values(fields.iter().map(|f| hash.and_then(|h| h.get(f)).cloned()).collect())
-            }
-            Command::HRead { key, read } => hash_read(self.hash(key)?, read),
+            Command::HSet { .. }
+            | Command::HGet { .. }
+            | Command::HGetAll { .. }
+            | Command::HDel { .. }
+            | Command::HIncrBy { .. }
+            | Command::HSetNx { .. }
+            | Command::HMGet { .. }
+            | Command::HRead { .. } => self.execute_hash(request, command)?,
             Command::Type { key } => {
                 CommandResult::Value(Value::from_static(match self.entries.get(key).map(|e| &e.data) {
                     None | Some(Data::Absent) => b"none",
@@ -313,6 +293,41 @@ impl KvStore {
         };
         self.hash_mut(request, key)?.insert(field.clone(), next.to_string().into());
         Ok(CommandResult::Integer(next))
+    }
+
+    /// The hash commands.
+    fn execute_hash(&mut self, request: RequestId, command: &Command) -> Result<CommandResult, CommandResult> {
+        Ok(match command {
+            Command::HSet { key, fields } => {
+                let hash = self.hash_mut(request, key)?;
+                let added = fields.iter().filter(|(f, v)| hash.insert(f.clone(), v.clone()).is_none()).count();
+                CommandResult::Integer(added as i64)
+            }
+            Command::HGet { key, field } => match self.hash(key)?.and_then(|h| h.get(field)) {
+                Some(value) => CommandResult::Value(value.clone()),
+                None => CommandResult::Nil,
+            },
+            Command::HGetAll { key } => {
+                let hash = self.hash(key)?;
+                let flat = hash.into_iter().flatten().flat_map(|(f, v)| [Some(f.clone()), Some(v.clone())]);
+                CommandResult::Values(flat.collect())
+            }
+            Command::HDel { key, fields } => self.hash_delete(request, key, fields)?,
+            Command::HIncrBy { key, field, delta } => self.hash_increment(request, key, field, *delta)?,
+            Command::HSetNx { key, field, value } => {
+                if self.hash(key)?.is_some_and(|hash| hash.contains_key(field)) {
+                    return Ok(CommandResult::Integer(0));
+                }
+                self.hash_mut(request, key)?.insert(field.clone(), value.clone());
+                CommandResult::Integer(1)
+            }
+            Command::HMGet { key, fields } => {
+                let hash = self.hash(key)?;
+                CommandResult::Values(fields.iter().map(|f| hash.and_then(|h| h.get(f)).cloned()).collect())
+            }
+            Command::HRead { key, read } => hash_read(self.hash(key)?, read),
+            other => unreachable!("{} is not a hash command", other.name()),
+        })
     }
 
     /// How many writes have changed `key` (0 for a key never written). A delete is a write, so
