@@ -15,12 +15,12 @@ use std::path::Path;
 
 static FONT: &[u8] = include_bytes!("../assets/DejaVuSans.ttf");
 
-type Area<'a> = DrawingArea<BitMapBackend<'a>, Shift>;
-type Chart<'a, X, Y> = ChartContext<'a, BitMapBackend<'a>, Cartesian2d<X, Y>>;
-type Drawn = Result<(), Box<dyn std::error::Error>>;
+pub(crate) type Area<'a> = DrawingArea<BitMapBackend<'a>, Shift>;
+pub(crate) type Chart<'a, X, Y> = ChartContext<'a, BitMapBackend<'a>, Cartesian2d<X, Y>>;
+pub(crate) type Drawn = Result<(), Box<dyn std::error::Error>>;
 
 /// Pixels of every PNG: wide enough for the legend column and a settings line of ~120 characters.
-const SIZE: (u32, u32) = (1100, 720);
+pub(crate) const SIZE: (u32, u32) = (1100, 720);
 /// Width of the legend column, right of the chart.
 const LEGEND_WIDTH: u32 = 230;
 
@@ -37,31 +37,33 @@ const PALETTE: [RGBColor; 7] = [
 ];
 
 /// Grey of the settings lines and reference lines: quieter than the data, still readable.
-const GREY: RGBColor = RGBColor(80, 80, 80);
+pub(crate) const GREY: RGBColor = RGBColor(80, 80, 80);
 
 /// The palette colour of the `index`th line.
-fn color(index: usize) -> RGBColor {
+pub(crate) fn color(index: usize) -> RGBColor {
     PALETTE[index % PALETTE.len()]
 }
 
 /// A point marker; each line gets its own shape, so lines differ even in grey print.
 #[derive(Clone, Copy, Debug)]
-enum Marker {
+pub(crate) enum Marker {
     Circle,
     Triangle,
     Square,
     Diamond,
     Cross,
+    /// A large open ring: the paper's numbers on a figure.
+    Ring,
 }
 
 /// The marker of the `index`th line.
-fn marker(index: usize) -> Marker {
+pub(crate) fn marker(index: usize) -> Marker {
     [Marker::Circle, Marker::Triangle, Marker::Square, Marker::Diamond, Marker::Cross][index % 5]
 }
 
 /// Draws `marker` centred at pixel `at` of `area`: filled, or (for p99) an outline filled with
 /// white, so that the line through it does not make it look filled.
-fn draw_marker(area: &Area, marker: Marker, at: (i32, i32), color: RGBColor, filled: bool) -> Drawn {
+pub(crate) fn draw_marker(area: &Area, marker: Marker, at: (i32, i32), color: RGBColor, filled: bool) -> Drawn {
     let (x, y) = at;
     let outline = match marker {
         Marker::Circle => {
@@ -72,6 +74,7 @@ fn draw_marker(area: &Area, marker: Marker, at: (i32, i32), color: RGBColor, fil
             return Ok(());
         }
         Marker::Cross => return Ok(area.draw(&Cross::new(at, 5, color.stroke_width(2)))?),
+        Marker::Ring => return Ok(area.draw(&Circle::new(at, 9, color.stroke_width(3)))?),
         Marker::Triangle => vec![(x, y - 6), (x + 6, y + 5), (x - 6, y + 5)],
         Marker::Square => vec![(x - 5, y - 5), (x + 5, y - 5), (x + 5, y + 5), (x - 5, y + 5)],
         Marker::Diamond => vec![(x, y - 7), (x + 7, y), (x, y + 7), (x - 7, y)],
@@ -86,23 +89,25 @@ fn draw_marker(area: &Area, marker: Marker, at: (i32, i32), color: RGBColor, fil
 
 /// One line of the legend: its colour, line style and marker, a label and an optional second
 /// line in smaller type.
-struct LegendEntry {
-    label: String,
-    detail: Option<String>,
-    color: RGBColor,
-    dashed: bool,
-    marker: Marker,
-    filled: bool,
+pub(crate) struct LegendEntry {
+    pub(crate) label: String,
+    pub(crate) detail: Option<String>,
+    pub(crate) color: RGBColor,
+    pub(crate) dashed: bool,
+    pub(crate) marker: Marker,
+    pub(crate) filled: bool,
 }
 
 /// Draws the legend top-down in its own column.
-fn draw_legend(area: &Area, entries: &[LegendEntry]) -> Drawn {
+pub(crate) fn draw_legend(area: &Area, entries: &[LegendEntry]) -> Drawn {
     let label_style = ("sans-serif", 16).into_font().color(&BLACK).pos(Pos::new(HPos::Left, VPos::Center));
     let detail_style = ("sans-serif", 13).into_font().color(&GREY).pos(Pos::new(HPos::Left, VPos::Center));
     let mut y = 30;
     for entry in entries {
         let style = entry.color.stroke_width(2);
-        if entry.dashed {
+        if matches!(entry.marker, Marker::Ring) {
+            // A ring stands alone, as on the chart.
+        } else if entry.dashed {
             for start in [4, 18, 32] {
                 area.draw(&PathElement::new(vec![(start, y), (start + 8, y)], style))?;
             }
@@ -121,7 +126,7 @@ fn draw_legend(area: &Area, entries: &[LegendEntry]) -> Drawn {
 }
 
 /// Fills the image, draws the title block and returns the chart's area and the legend column.
-fn layout<'a>(
+pub(crate) fn layout<'a>(
     root: &Area<'a>,
     title: &str,
     lines: &[String],
@@ -182,7 +187,7 @@ pub fn log_ticks(low: f64, high: f64) -> Vec<f64> {
 }
 
 /// The unlabelled grid lines of a log axis: 1 to 9 times each power of ten.
-fn log_grid(low: f64, high: f64) -> Vec<f64> {
+pub(crate) fn log_grid(low: f64, high: f64) -> Vec<f64> {
     log_values(low, high, &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0])
 }
 
@@ -199,7 +204,7 @@ fn log_values(low: f64, high: f64, mantissas: &[f64]) -> Vec<f64> {
 /// A log axis' range around `[min, max]`, widened to the nearest 1-2-5 steps so that both ends
 /// carry a label; 0.1 to 10 when there is no data (`min` and `max` are then the folds' starting
 /// values, `f64::MAX` and 0), so that a run whose points all failed still plots.
-fn log_bounds(min: f64, max: f64) -> (f64, f64) {
+pub(crate) fn log_bounds(min: f64, max: f64) -> (f64, f64) {
     if !(min.is_finite() && max.is_finite() && min <= max && max > 0.0) || min == f64::MAX {
         return (0.1, 10.0);
     }
@@ -211,7 +216,7 @@ fn log_bounds(min: f64, max: f64) -> (f64, f64) {
     (low, high)
 }
 
-fn register_font() {
+pub(crate) fn register_font() {
     // Registering twice is harmless; an invalid embedded font would be a build mistake.
     plotters::style::register_font("sans-serif", FontStyle::Normal, FONT).ok().expect("embedded font is valid");
 }

@@ -1,11 +1,13 @@
 //! The `ordo` command: list protocols, run simulations (one seed or a seed search), check
-//! histories, run nodes and local clusters behind a Redis gateway, and benchmark them.
+//! histories, run nodes and local clusters behind a Redis gateway, benchmark them, and reproduce
+//! the papers' experiments.
 
 mod bench_command;
 mod check_command;
 mod cluster_command;
 mod node_command;
 mod parse;
+mod reproduce_command;
 mod sim_command;
 
 use clap::{Parser, Subcommand};
@@ -51,6 +53,8 @@ enum Command {
     Cluster(cluster_command::ClusterCommand),
     /// Benchmark protocols on local clusters: throughput-latency sweeps, CSV/JSON, PNG plots.
     Bench(Box<bench_command::BenchArgs>),
+    /// Rerun a paper's experiments in the simulator; write report.md, PNGs and results.json.
+    Reproduce(reproduce_command::ReproduceArgs),
 }
 
 fn main() -> ExitCode {
@@ -67,5 +71,6 @@ fn main() -> ExitCode {
         Command::Node(args) => node_command::run(args),
         Command::Cluster(command) => cluster_command::run(command),
         Command::Bench(args) => bench_command::run(*args),
+        Command::Reproduce(args) => reproduce_command::run(args),
     }
 }
