@@ -255,3 +255,36 @@ pub fn number(value: f64) -> String {
     };
     format!("{value:.decimals$}")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn verdicts_measure_the_distance_to_the_paper_number_or_range() {
+        // Goal: a claim is reproduced exactly when ordo's number is within the tolerance of the
+        // paper's number, or of the nearest end of its range. Method: values on each side of
+        // each boundary.
+        let about = Expected::About(100.0);
+        assert!(about.holds(110.0, 0.1) && about.holds(90.0, 0.1));
+        assert!(!about.holds(111.0, 0.1) && !about.holds(89.0, 0.1));
+        let range = Expected::Between(2.5, 9.0);
+        assert_eq!(range.ratio(5.0), 1.0);
+        assert!(range.holds(2.3, 0.1) && !range.holds(2.2, 0.1));
+        assert!(range.holds(9.9, 0.1) && !range.holds(10.0, 0.1));
+        assert!(Expected::AtMost(1.0).holds(0.2, 0.0) && !Expected::AtMost(1.0).holds(1.01, 0.0));
+        assert!(Expected::AtLeast(1.0).holds(7.0, 0.0) && !Expected::AtLeast(1.0).holds(0.99, 0.0));
+        assert!(!about.holds(f64::NAN, 0.1), "a missing number is never reproduced");
+    }
+
+    #[test]
+    fn numbers_read_like_a_table() {
+        assert_eq!(number(187_800.0), "187,800");
+        assert_eq!(number(1_234_567.0), "1,234,567");
+        assert_eq!(number(-2500.0), "-2,500");
+        assert_eq!(number(138.4), "138");
+        assert_eq!(number(13.25), "13.2");
+        assert_eq!(number(0.97), "0.970");
+        assert_eq!(number(f64::NAN), "–");
+    }
+}
