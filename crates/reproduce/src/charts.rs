@@ -36,6 +36,16 @@ pub fn draw(
             .filter_map(|run| run.measured.curves.get(*curve).map(|points| (run, points)))
             .map(|(run, points)| Series { label: run.id.clone(), points: points.clone() })
             .collect(),
+        ChartKind::Window { curve, at_ms, before_ms, after_ms } => runs
+            .iter()
+            .filter_map(|run| run.measured.curves.get(*curve).map(|points| (run, points)))
+            .map(|(run, points)| {
+                let shown = (points.iter().map(|(t, y)| (t - at_ms, *y)))
+                    .filter(|(t, _)| (-before_ms..=*after_ms).contains(t))
+                    .collect();
+                Series { label: run.id.clone(), points: shown }
+            })
+            .collect(),
     };
     let paper = chart.paper.iter().map(|(label, points)| Series { label: label.clone(), points: points.clone() });
     let x_categories = match &chart.kind {

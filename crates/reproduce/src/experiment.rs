@@ -68,6 +68,10 @@ pub enum Analysis {
         /// The timeline's bucket.
         bucket_ns: u64,
     },
+    /// The report's numbers and `broadcasts_per_commit`: `(Σ replica messages sent − commits) /
+    /// (N − 1) / commits`, each replica message one copy of a broadcast to its N − 1 peers and
+    /// each commit one reply to a client (Chora's pulses, its Fig. 8a).
+    Broadcasts,
 }
 
 /// One PNG: which metrics go on which axis.
@@ -113,6 +117,18 @@ pub enum ChartKind {
     Timeline {
         /// The curve's name in the run's measurements.
         curve: &'static str,
+    },
+    /// As `Timeline`, zoomed on a moment (a crash): the points from `before_ms` before `at_ms` to
+    /// `after_ms` after it, time counted from `at_ms`.
+    Window {
+        /// The curve's name in the run's measurements.
+        curve: &'static str,
+        /// The moment shown as time 0 (ms into the run).
+        at_ms: f64,
+        /// Shown before it (ms).
+        before_ms: f64,
+        /// Shown after it (ms).
+        after_ms: f64,
     },
 }
 
@@ -168,6 +184,14 @@ pub enum Value {
         /// The metric.
         metric: &'static str,
     },
+    /// The largest of a metric over the named runs that ran (a quick run may leave some out):
+    /// the best of a few client counts.
+    Best {
+        /// The runs' ids.
+        runs: Vec<String>,
+        /// The metric.
+        metric: &'static str,
+    },
     /// One value over another.
     Ratio(Box<Value>, Box<Value>),
 }
@@ -186,6 +210,11 @@ impl Value {
     /// The smallest `metric` of `series`.
     pub fn min(series: impl Into<String>, metric: &'static str) -> Value {
         Value::Min { series: series.into(), metric }
+    }
+
+    /// The largest `metric` of the runs `runs`.
+    pub fn best(runs: Vec<String>, metric: &'static str) -> Value {
+        Value::Best { runs, metric }
     }
 
     /// `self / other`.

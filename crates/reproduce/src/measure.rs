@@ -38,10 +38,28 @@ pub fn measure(run: &Run) -> Result<Measured, String> {
         .map_err(|e| format!("protocol {}: {e}", run.protocol))??;
     let mut measured = summary(&simulated.report);
     measured.metrics.insert("x".into(), run.x);
-    if let Analysis::Recovery { crash_ns, restart_ns, bucket_ns } = run.analysis {
-        recovery(&simulated.history, run.config.duration_ns, crash_ns, restart_ns, bucket_ns, &mut measured);
+    match run.analysis {
+        Analysis::Summary => {}
+        Analysis::Recovery { crash_ns, restart_ns, bucket_ns } => {
+            recovery(&simulated.history, run.config.duration_ns, crash_ns, restart_ns, bucket_ns, &mut measured)
+        }
+        Analysis::Broadcasts => {
+            if let Some(broadcasts) = broadcasts_per_commit(&simulated.report) {
+                measured.metrics.insert("broadcasts_per_commit".into(), broadcasts);
+            }
+        }
     }
     Ok(measured)
+}
+
+/// `(Σ replica messages sent − commits) / (N − 1) / commits` ([`Analysis::Broadcasts`]); `None`
+/// without a commit or with a single replica.
+fn broadcasts_per_commit(report: &SimReport) -> Option<f64> {
+    let replicas: Vec<_> = report.nodes.iter().filter(|node| node.role == "replica").collect();
+    let peers = replicas.len().checked_sub(1).filter(|&peers| peers > 0)?;
+    let commits = Some(report.committed).filter(|&c| c > 0)?;
+    let sent: u64 = replicas.iter().map(|node| node.messages_sent).sum();
+    Some(sent.saturating_sub(commits) as f64 / peers as f64 / commits as f64)
 }
 
 /// The report's numbers.

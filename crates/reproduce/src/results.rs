@@ -119,6 +119,9 @@ pub fn evaluate(value: &Value, runs: &[RunResults]) -> Option<f64> {
         Value::Metric { run, metric } => runs.iter().find(|r| &r.id == run)?.measured.metrics.get(*metric).copied(),
         Value::Max { series, metric } => of_series(series, metric).into_iter().reduce(f64::max),
         Value::Min { series, metric } => of_series(series, metric).into_iter().reduce(f64::min),
+        Value::Best { runs: ids, metric } => (runs.iter().filter(|r| ids.contains(&r.id)))
+            .filter_map(|r| r.measured.metrics.get(*metric).copied())
+            .reduce(f64::max),
         Value::Ratio(top, bottom) => Some(evaluate(top, runs)? / evaluate(bottom, runs)?),
     }
 }

@@ -4,16 +4,18 @@
 use crate::experiment::Paper;
 use ordo_sim::{SimConfig, WorkloadSpec};
 
+mod chora;
 mod nezha;
 mod tempo;
 
 /// The papers `ordo reproduce` knows, in the order `ordo reproduce all` runs them.
-pub const NAMES: [&str; 2] = ["nezha", "tempo"];
+pub const NAMES: [&str; 3] = ["nezha", "tempo", "chora"];
 
 /// Paper `name`'s experiments, full or quick.
 pub fn paper(name: &str, quick: bool) -> Option<Paper> {
     match name {
         "nezha" => Some(nezha::paper(quick)),
+        "chora" => Some(chora::paper(quick)),
         "tempo" => Some(tempo::paper(quick)),
         _ => None,
     }
