@@ -109,6 +109,11 @@ fn tempo_quick_reproduction_reports_what_it_measured() {
 }
 
 #[test]
+fn nopaxos_quick_reproduction_reports_what_it_measured() {
+    check_paper("nopaxos");
+}
+
+#[test]
 fn chora_quick_reproduction_reports_what_it_measured() {
     check_paper("chora");
 }
@@ -117,7 +122,7 @@ fn chora_quick_reproduction_reports_what_it_measured() {
 fn unknown_papers_and_unreadable_results_are_usage_errors() {
     let unknown = ordo().args(["reproduce", "paxos-made-simple", "--quick"]).output().unwrap();
     assert_eq!(unknown.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&unknown.stderr).contains("known: nezha, tempo"));
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("known: nezha, tempo, nopaxos"));
     let missing =
         ordo().args(["reproduce", "--compare", "/nonexistent/a.json", "/nonexistent/b.json"]).output().unwrap();
     assert_eq!(missing.status.code(), Some(2));

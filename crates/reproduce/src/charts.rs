@@ -70,19 +70,26 @@ pub fn draw(
     plot_figure(&dir.join(format!("{}.png", chart.file)), &figure)
 }
 
-/// One line per series, in the order series first appear; points in x order.
+/// One line per series, in the order series first appear; points in the order of the runs'
+/// parameter (metric `x`: offered load, clients...), so that a curve drawn against a measured
+/// number (throughput) follows its runs instead of zigzagging where that number stops rising.
 fn lines(chart: &Chart, runs: &[RunResults]) -> Vec<Series> {
     let mut series: Vec<Series> = Vec::new();
     for run in runs {
-        let metrics = &run.measured.metrics;
-        let (Some(x), Some(y)) = (metrics.get(chart.x.metric), metrics.get(chart.y.metric)) else { continue };
-        match series.iter_mut().find(|s| s.label == run.series) {
-            Some(line) => line.points.push((*x, *y)),
-            None => series.push(Series { label: run.series.clone(), points: vec![(*x, *y)] }),
+        if !series.iter().any(|s| s.label == run.series) {
+            series.push(Series { label: run.series.clone(), points: Vec::new() });
         }
     }
-    for line in &mut series {
-        line.points.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let parameter = |run: &RunResults| run.measured.metrics.get("x").copied().unwrap_or(0.0);
+    let mut ordered: Vec<&RunResults> = runs.iter().collect();
+    ordered.sort_by(|a, b| parameter(a).total_cmp(&parameter(b)));
+    for run in ordered {
+        let metrics = &run.measured.metrics;
+        let (Some(x), Some(y)) = (metrics.get(chart.x.metric), metrics.get(chart.y.metric)) else { continue };
+        if let Some(line) = series.iter_mut().find(|s| s.label == run.series) {
+            line.points.push((*x, *y));
+        }
     }
+    series.retain(|line| !line.points.is_empty());
     series
 }

@@ -6,10 +6,11 @@ use ordo_sim::{SimConfig, WorkloadSpec};
 
 mod chora;
 mod nezha;
+mod nopaxos;
 mod tempo;
 
 /// The papers `ordo reproduce` knows, in the order `ordo reproduce all` runs them.
-pub const NAMES: [&str; 3] = ["nezha", "tempo", "chora"];
+pub const NAMES: [&str; 4] = ["nezha", "tempo", "nopaxos", "chora"];
 
 /// Paper `name`'s experiments, full or quick.
 pub fn paper(name: &str, quick: bool) -> Option<Paper> {
@@ -17,6 +18,7 @@ pub fn paper(name: &str, quick: bool) -> Option<Paper> {
         "nezha" => Some(nezha::paper(quick)),
         "chora" => Some(chora::paper(quick)),
         "tempo" => Some(tempo::paper(quick)),
+        "nopaxos" => Some(nopaxos::paper(quick)),
         _ => None,
     }
 }
