@@ -68,6 +68,9 @@ pub enum Analysis {
         /// The timeline's bucket.
         bucket_ns: u64,
     },
+    /// The report's numbers, with `sites_mean` over these sites only: the paper's client sites,
+    /// when clients placed round-robin also sit at sites the paper has no client at.
+    ClientSites(&'static [&'static str]),
 }
 
 /// One PNG: which metrics go on which axis.
