@@ -5,16 +5,18 @@ use crate::experiment::Paper;
 use ordo_sim::{SimConfig, WorkloadSpec};
 
 mod nezha;
+mod swiftpaxos;
 mod tempo;
 
 /// The papers `ordo reproduce` knows, in the order `ordo reproduce all` runs them.
-pub const NAMES: [&str; 2] = ["nezha", "tempo"];
+pub const NAMES: [&str; 3] = ["nezha", "tempo", "swiftpaxos"];
 
 /// Paper `name`'s experiments, full or quick.
 pub fn paper(name: &str, quick: bool) -> Option<Paper> {
     match name {
         "nezha" => Some(nezha::paper(quick)),
         "tempo" => Some(tempo::paper(quick)),
+        "swiftpaxos" => Some(swiftpaxos::paper(quick)),
         _ => None,
     }
 }
