@@ -10,7 +10,7 @@ use std::process::ExitCode;
 #[command(after_help = "Examples:\n  ordo reproduce nezha --quick\n  ordo reproduce all --out reports\n  \
                         ordo reproduce --compare old/results.json new/results.json")]
 pub struct ReproduceArgs {
-    /// The paper: nezha, tempo, nopaxos, chora, or all.
+    /// The paper: nezha, tempo, nopaxos, swiftpaxos, chora, or all.
     #[arg(required_unless_present = "compare")]
     paper: Option<String>,
     /// Fewer points and shorter runs (a few minutes; the full run takes up to half an hour).

@@ -119,6 +119,11 @@ fn chora_quick_reproduction_reports_what_it_measured() {
 }
 
 #[test]
+fn swiftpaxos_quick_reproduction_reports_what_it_measured() {
+    check_paper("swiftpaxos");
+}
+
+#[test]
 fn unknown_papers_and_unreadable_results_are_usage_errors() {
     let unknown = ordo().args(["reproduce", "paxos-made-simple", "--quick"]).output().unwrap();
     assert_eq!(unknown.status.code(), Some(2));

@@ -72,6 +72,9 @@ pub enum Analysis {
     /// (N − 1) / commits`, each replica message one copy of a broadcast to its N − 1 peers and
     /// each commit one reply to a client (Chora's pulses, its Fig. 8a).
     Broadcasts,
+    /// The report's numbers, with `sites_mean` over these sites only: the paper's client sites,
+    /// when clients placed round-robin also sit at sites the paper has no client at.
+    ClientSites(&'static [&'static str]),
 }
 
 /// One PNG: which metrics go on which axis.

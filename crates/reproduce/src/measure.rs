@@ -48,6 +48,7 @@ pub fn measure(run: &Run) -> Result<Measured, String> {
                 measured.metrics.insert("broadcasts_per_commit".into(), broadcasts);
             }
         }
+        Analysis::ClientSites(sites) => sites_mean_over(sites, &mut measured),
     }
     Ok(measured)
 }
@@ -101,6 +102,19 @@ fn summary(report: &SimReport) -> Measured {
         None => (None, None),
     };
     Measured { metrics, curves: BTreeMap::new(), violation, note }
+}
+
+/// `sites_mean` over `sites` only (their `site:` means); none when one of them measured nothing.
+fn sites_mean_over(sites: &[&str], into: &mut Measured) {
+    let means: Option<Vec<f64>> = sites.iter().map(|site| into.metrics.get(&format!("site:{site}")).copied()).collect();
+    match means {
+        Some(means) if !means.is_empty() => {
+            into.metrics.insert("sites_mean".into(), means.iter().sum::<f64>() / means.len() as f64);
+        }
+        _ => {
+            into.metrics.remove("sites_mean");
+        }
+    }
 }
 
 /// `text`, cut at about 300 characters: a report names the problem, the run file reproduces it.

@@ -36,8 +36,8 @@
 //! - 28 randomised fuzzing: `crates/sim/tests/swiftpaxos.rs::campaign_with_five_replicas` (two
 //!   seeds, five replicas) and `crates/sim/tests/harness.rs` (24 seeds, three replicas, the
 //!   canaries); the CLI campaign of 300 seeds is in `docs/reproduce/swiftpaxos.md`, not a test
-//! - 29 latency oracle: no test; the simulated table against spec §9.6 in
-//!   `docs/reproduce/swiftpaxos.md`
+//! - 29 latency oracle: no test; `ordo reproduce swiftpaxos` checks the 13-region means against
+//!   spec §9.6 (docs/reproduce/swiftpaxos.md)
 //! - 30 garbage collection: ★ [`scenario_30_garbage_collection_keeps_memory_bounded`],
 //!   ★ [`scenario_30_a_crashed_replica_holds_collection_back_until_it_retires`],
 //!   ★ [`an_abandoned_command_still_completes_before_the_next_is_numbered`]; the read

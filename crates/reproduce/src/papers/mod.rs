@@ -7,10 +7,11 @@ use ordo_sim::{SimConfig, WorkloadSpec};
 mod chora;
 mod nezha;
 mod nopaxos;
+mod swiftpaxos;
 mod tempo;
 
 /// The papers `ordo reproduce` knows, in the order `ordo reproduce all` runs them.
-pub const NAMES: [&str; 4] = ["nezha", "tempo", "nopaxos", "chora"];
+pub const NAMES: [&str; 5] = ["nezha", "tempo", "nopaxos", "swiftpaxos", "chora"];
 
 /// Paper `name`'s experiments, full or quick.
 pub fn paper(name: &str, quick: bool) -> Option<Paper> {
@@ -19,6 +20,7 @@ pub fn paper(name: &str, quick: bool) -> Option<Paper> {
         "chora" => Some(chora::paper(quick)),
         "tempo" => Some(tempo::paper(quick)),
         "nopaxos" => Some(nopaxos::paper(quick)),
+        "swiftpaxos" => Some(swiftpaxos::paper(quick)),
         _ => None,
     }
 }
