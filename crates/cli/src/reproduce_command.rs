@@ -13,7 +13,7 @@ pub struct ReproduceArgs {
     /// The paper: nezha, tempo, nopaxos, swiftpaxos, chora, or all.
     #[arg(required_unless_present = "compare")]
     paper: Option<String>,
-    /// Fewer points and shorter runs (a few minutes; the full run takes up to half an hour).
+    /// Fewer points and shorter runs: under a minute per paper on 2 cores (a full run takes 2-7 minutes).
     #[arg(long)]
     quick: bool,
     /// Where the report goes (default reproduce/PAPER; with `all`, one folder per paper in it).

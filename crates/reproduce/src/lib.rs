@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 
 /// How to reproduce.
 pub struct Options {
-    /// Fewer points and shorter runs: minutes, not half an hour.
+    /// Fewer points and shorter runs, every experiment still present.
     pub quick: bool,
     /// Where the report goes.
     pub out: PathBuf,
