@@ -30,6 +30,8 @@ shorten() {
     -e 's/ -n [0-9]+/ -n 4000/g' \
     -e 's/--clients 1,8,64/--clients 1,8/g' \
     -e 's/--rate 2000,8000,16000/--rate 2000,8000/g' \
+    -e 's/ordo reproduce all *$/ordo reproduce all --quick/' \
+    -e 's#docs/reproduce/#'"$repo"'/docs/reproduce/#g' \
     -e 's#examples/#'"$repo"'/examples/#g' <<<"$1"
 }
 
