@@ -3,10 +3,9 @@
 //! ordo lands against the paper. Axes are linear or log, or named categories (per-site plots).
 
 use crate::plot::{
-    Area, Chart, Drawn, GREY, LegendEntry, Marker, SIZE, color, draw_legend, draw_marker, layout, log_bounds, log_grid,
-    log_ticks, marker, register_font,
+    Area, Chart, Drawn, GREY, LegendEntry, Marker, SIZE, Series, color, draw_legend, draw_line, draw_marker,
+    draw_mesh_named, layout, log_bounds, log_grid, log_ticks, register_font,
 };
-use crate::plot::{Series, format_axis_tick};
 use plotters::coord::ranged1d::ValueFormatter;
 use plotters::prelude::*;
 use std::path::Path;
@@ -94,48 +93,10 @@ where
     X: Ranged<ValueType = f64> + ValueFormatter<f64>,
     Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
 {
-    let (x_max, y_max) = (chart.x_range().end, chart.y_range().end);
-    let categories = &figure.x_categories;
-    let x_label = |v: &f64| {
-        if categories.is_empty() {
-            format_axis_tick(*v, x_max)
-        } else {
-            let index = v.round();
-            let named = (v - index).abs() < 1e-6 && index >= 0.0;
-            categories.get(index as usize).filter(|_| named).cloned().unwrap_or_default()
-        }
-    };
-    let y_label = |v: &f64| format_axis_tick(*v, y_max);
-    let mut mesh = chart.configure_mesh();
-    mesh.x_desc(&figure.x_desc)
-        .y_desc(&figure.y_desc)
-        .x_label_formatter(&x_label)
-        .y_label_formatter(&y_label)
-        .label_style(("sans-serif", 15))
-        .axis_desc_style(("sans-serif", 16))
-        .bold_line_style(RGBColor(215, 215, 215))
-        .light_line_style(RGBColor(238, 238, 238))
-        .max_light_lines(1);
-    if !categories.is_empty() {
-        mesh.x_labels(categories.len() * 2 + 1);
-    }
-    mesh.draw()?;
+    draw_mesh_named(chart, &figure.x_desc, &figure.y_desc, &figure.x_categories)?;
     let mut legend = Vec::new();
     for (index, line) in figure.series.iter().enumerate() {
-        let (color, marker) = (color(index), marker(index));
-        let points = line.points.iter().copied().filter(|p| p.0.is_finite() && p.1.is_finite());
-        chart.draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))?;
-        for point in points {
-            draw_marker(root, marker, chart.backend_coord(&point), color, true)?;
-        }
-        legend.push(LegendEntry {
-            label: line.label.clone(),
-            detail: None,
-            color,
-            dashed: false,
-            marker,
-            filled: true,
-        });
+        legend.push(draw_line(root, chart, index, line, 1)?);
     }
     for paper in &figure.paper {
         let index = figure.series.iter().position(|s| s.label == paper.label);

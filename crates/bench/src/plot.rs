@@ -160,21 +160,70 @@ where
     X: Ranged<ValueType = f64> + ValueFormatter<f64>,
     Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
 {
+    draw_mesh_named(chart, x_desc, y_desc, &[])
+}
+
+/// [`draw_mesh`], with x a category axis when `categories` is not empty: x = i is labelled
+/// `categories[i]`.
+pub(crate) fn draw_mesh_named<X, Y>(
+    chart: &mut Chart<'_, X, Y>,
+    x_desc: &str,
+    y_desc: &str,
+    categories: &[String],
+) -> Drawn
+where
+    X: Ranged<ValueType = f64> + ValueFormatter<f64>,
+    Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
+{
     let (x_max, y_max) = (chart.x_range().end, chart.y_range().end);
-    chart
-        .configure_mesh()
-        .x_desc(x_desc)
+    let x_label = |v: &f64| {
+        if categories.is_empty() {
+            return format_axis_tick(*v, x_max);
+        }
+        let index = v.round();
+        let named = (v - index).abs() < 1e-6 && index >= 0.0;
+        categories.get(index as usize).filter(|_| named).cloned().unwrap_or_default()
+    };
+    let y_label = |v: &f64| format_axis_tick(*v, y_max);
+    let mut mesh = chart.configure_mesh();
+    mesh.x_desc(x_desc)
         .y_desc(y_desc)
-        .x_label_formatter(&|v| format_axis_tick(*v, x_max))
-        .y_label_formatter(&|v| format_axis_tick(*v, y_max))
+        .x_label_formatter(&x_label)
+        .y_label_formatter(&y_label)
         .label_style(("sans-serif", 15))
         .axis_desc_style(("sans-serif", 16))
         .bold_line_style(RGBColor(215, 215, 215))
         .light_line_style(RGBColor(238, 238, 238))
         // One light line between labels on linear axes; log axes name their own (1 to 9 × 10^k).
-        .max_light_lines(1)
-        .draw()?;
+        .max_light_lines(1);
+    if !categories.is_empty() {
+        // A label at each category and a grid line between neighbours.
+        mesh.x_labels(categories.len() * 2 + 1);
+    }
+    mesh.draw()?;
     Ok(())
+}
+
+/// Draws the `index`th line in its colour with a marker at every `every`th point, and returns
+/// its legend entry.
+pub(crate) fn draw_line<X, Y>(
+    root: &Area,
+    chart: &mut Chart<'_, X, Y>,
+    index: usize,
+    line: &Series,
+    every: usize,
+) -> Result<LegendEntry, Box<dyn std::error::Error>>
+where
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
+    let (color, marker) = (color(index), marker(index));
+    let points = line.points.iter().copied().filter(|p| p.0.is_finite() && p.1.is_finite());
+    chart.draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))?;
+    for point in points.step_by(every.max(1)) {
+        draw_marker(root, marker, chart.backend_coord(&point), color, true)?;
+    }
+    Ok(LegendEntry { label: line.label.clone(), detail: None, color, dashed: false, marker, filled: true })
 }
 
 /// The labelled ticks of a log axis over `[low, high]`: 1, 2 and 5 times each power of ten,
@@ -464,21 +513,8 @@ fn draw_series_png(path: &Path, title: &str, x_desc: &str, y_desc: &str, series:
     draw_mesh(&mut chart, x_desc, y_desc)?;
     let mut legend = Vec::new();
     for (index, line) in series.iter().enumerate() {
-        let (color, marker) = (color(index), marker(index));
-        chart.draw_series(LineSeries::new(line.points.iter().copied(), color.stroke_width(2)))?;
         // About a dozen markers per line: enough to tell lines apart, few enough not to hide them.
-        let every = (line.points.len() / 12).max(1);
-        for point in line.points.iter().step_by(every) {
-            draw_marker(&root, marker, chart.backend_coord(point), color, true)?;
-        }
-        legend.push(LegendEntry {
-            label: line.label.clone(),
-            detail: None,
-            color,
-            dashed: false,
-            marker,
-            filled: true,
-        });
+        legend.push(draw_line(&root, &mut chart, index, line, line.points.len() / 12)?);
     }
     draw_legend(&legend_area, &legend)?;
     root.present()?;
