@@ -468,6 +468,8 @@ fn info_sections(context: &Context) -> Vec<(&'static str, Vec<String>)> {
         // The gateway takes writes, so to a client it is a master; its replicas are ordo's own
         // (see the ordo section), not Redis replicas.
         ("Replication", vec!["role:master".into(), "connected_slaves:0".into()]),
+        // Not a Redis Cluster: clients (and redis-py's test suite) read this field.
+        ("Cluster", vec!["cluster_enabled:0".into()]),
         // Key counts would need a replicated read; the gateway does not know them.
         ("Keyspace", Vec::new()),
         (
