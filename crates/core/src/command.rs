@@ -7,6 +7,9 @@
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
+pub mod expiry;
+pub use expiry::{ExpireCondition, ExpiryTime, SetExpiry, TtlRead};
+
 /// A key of the store.
 pub type Key = Bytes;
 /// A value of the store.
@@ -55,6 +58,9 @@ pub enum Command {
         value: Value,
         /// NX / XX.
         condition: SetCondition,
+        /// What happens to the key's expiry (EX, PX, EXAT, PXAT, KEEPTTL; a plain SET clears it).
+        #[serde(default)]
+        expiry: SetExpiry,
     },
     /// Deletes keys; returns how many existed.
     Del {
@@ -215,6 +221,44 @@ pub enum Command {
         /// The keys watched.
         keys: Vec<Key>,
     },
+    /// `command`, stamped with the time it entered the system (the gateway's clock), in Unix
+    /// milliseconds: the state machine decides expiry from this stamp alone, so every replica
+    /// agrees. A command without a stamp sees no key as expired.
+    Timed {
+        /// The stamp.
+        now_ms: i64,
+        /// The command.
+        command: Box<Command>,
+    },
+    /// EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT: sets a live key's expiry; returns 1, or 0 when the
+    /// key is absent or the condition refuses.
+    Expire {
+        /// The key.
+        key: Key,
+        /// When it expires.
+        time: ExpiryTime,
+        /// NX / XX / GT / LT.
+        condition: ExpireCondition,
+    },
+    /// TTL, PTTL, EXPIRETIME, PEXPIRETIME: -2 for an absent key, -1 for one that never expires.
+    Ttl {
+        /// The key.
+        key: Key,
+        /// What is read.
+        read: TtlRead,
+    },
+    /// PERSIST: removes a live key's expiry; returns 1 when it had one.
+    Persist {
+        /// The key.
+        key: Key,
+    },
+    /// The replicated sweep of expired keys (not a Redis command; a gateway sends it for the
+    /// keys whose expiry it set): removes each named key that is expired at the command's
+    /// stamp, and returns how many it removed. A key since rewritten or persisted is left alone.
+    ExpireSweep {
+        /// Keys that may have expired.
+        keys: Vec<Key>,
+    },
 }
 
 /// The result of executing a command.
@@ -254,7 +298,9 @@ impl Command {
                 | Command::HMGet { .. }
                 | Command::HRead { .. }
                 | Command::Type { .. }
-        ) || matches!(self, Command::Transaction { commands, .. } if commands.iter().all(Command::is_read_only))
+                | Command::Ttl { .. }
+        ) || matches!(self, Command::Timed { command, .. } if command.is_read_only())
+            || matches!(self, Command::Transaction { commands, .. } if commands.iter().all(Command::is_read_only))
     }
 
     /// Calls `visit` once for every key the command names, in the command's order (a key named
@@ -284,16 +330,22 @@ impl Command {
             | Command::HSetNx { key, .. }
             | Command::HMGet { key, .. }
             | Command::HRead { key, .. }
-            | Command::Type { key } => visit(key),
-            Command::Del { keys } | Command::Exists { keys } | Command::MGet { keys } | Command::Versions { keys } => {
-                keys.iter().for_each(&mut *visit)
-            }
+            | Command::Type { key }
+            | Command::Expire { key, .. }
+            | Command::Ttl { key, .. }
+            | Command::Persist { key } => visit(key),
+            Command::Del { keys }
+            | Command::Exists { keys }
+            | Command::MGet { keys }
+            | Command::Versions { keys }
+            | Command::ExpireSweep { keys } => keys.iter().for_each(&mut *visit),
             Command::MSet { pairs } | Command::MSetNx { pairs } => pairs.iter().for_each(|(key, _)| visit(key)),
             // The watched keys are read (their versions), so a write to one conflicts.
             Command::Transaction { watched, commands } => {
                 watched.iter().for_each(|(key, _)| visit(key));
                 commands.iter().for_each(|command| command.visit_keys(visit));
             }
+            Command::Timed { command, .. } => command.visit_keys(visit),
         }
     }
 
@@ -343,12 +395,30 @@ impl Command {
             Command::Type { .. } => "type",
             Command::Transaction { .. } => "transaction",
             Command::Versions { .. } => "versions",
+            Command::Timed { command, .. } => command.name(),
+            Command::Expire { .. } => "expire",
+            Command::Ttl { .. } => "ttl",
+            Command::Persist { .. } => "persist",
+            Command::ExpireSweep { .. } => "expiresweep",
         }
     }
 
     /// A plain SET (no condition), the common case.
     pub fn set(key: impl Into<Key>, value: impl Into<Value>) -> Command {
-        Command::Set { key: key.into(), value: value.into(), condition: SetCondition::Always }
+        Command::Set { key: key.into(), value: value.into(), condition: SetCondition::Always, expiry: SetExpiry::Clear }
+    }
+
+    /// `self` stamped with `now_ms` ([`Command::Timed`]).
+    pub fn timed(self, now_ms: i64) -> Command {
+        Command::Timed { now_ms, command: Box::new(self) }
+    }
+
+    /// The command inside any [`Command::Timed`] stamp.
+    pub fn untimed(&self) -> &Command {
+        match self {
+            Command::Timed { command, .. } => command.untimed(),
+            other => other,
+        }
     }
 
     /// A GET.

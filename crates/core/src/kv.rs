@@ -1,6 +1,9 @@
 //! The application interface ([`StateMachine`]) and the built-in key-value store ([`KvStore`]).
 
-use crate::command::{Command, CommandResult, HashRead, Key, SetCondition, Value};
+use crate::command::expiry::is_expired;
+use crate::command::{
+    Command, CommandResult, ExpireCondition, ExpiryTime, HashRead, Key, SetCondition, SetExpiry, Value,
+};
 use crate::ids::RequestId;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -71,11 +74,14 @@ struct Entry {
     data: Data,
     version: u64,
     chain: u64,
+    /// When the key expires (Unix ms), if it does; see [`crate::command::expiry`].
+    #[serde(default)]
+    expires: Option<i64>,
 }
 
 impl Entry {
     fn new() -> Self {
-        Entry { data: Data::Absent, version: 0, chain: 0 }
+        Entry { data: Data::Absent, version: 0, chain: 0, expires: None }
     }
 
     fn record_write(&mut self, request: RequestId) {
@@ -101,6 +107,10 @@ const TOO_LONG: &str = "ERR string exceeds maximum allowed size (proto-max-bulk-
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KvStore {
     entries: BTreeMap<Key, Entry>,
+    /// The stamp of the command being executed ([`Command::Timed`]); `None` between commands
+    /// and for unstamped ones, which see nothing expired.
+    #[serde(skip)]
+    now: Option<i64>,
 }
 
 impl KvStore {
@@ -122,7 +132,7 @@ impl KvStore {
             keys.iter().filter_map(|key| self.entries.get(key).map(|entry| (key.clone(), entry.clone()))).collect();
         assert!(entries.len() <= keys.len(), "a fork holds only the keys asked for");
         assert!(entries.iter().all(|(key, entry)| self.entries.get(key) == Some(entry)), "forked entries are copies");
-        KvStore { entries }
+        KvStore { entries, now: None }
     }
 
     /// The string value of a key, if any (tests).
@@ -133,8 +143,18 @@ impl KvStore {
         }
     }
 
+    /// The key's entry unless it is expired at the current command's stamp (reads never remove
+    /// an expired key: not every replica executes every read; writes do, in `remove_expired`).
+    fn live(&self, key: &Key) -> Option<&Entry> {
+        self.entries.get(key).filter(|entry| !is_expired(entry.expires, self.now))
+    }
+
+    fn data(&self, key: &Key) -> Option<&Data> {
+        self.live(key).map(|entry| &entry.data)
+    }
+
     fn text(&self, key: &Key) -> Result<Option<&Value>, CommandResult> {
-        match self.entries.get(key).map(|entry| &entry.data) {
+        match self.data(key) {
             None | Some(Data::Absent) => Ok(None),
             Some(Data::Text(value)) => Ok(Some(value)),
             Some(Data::Hash(_)) => Err(CommandResult::Error(WRONG_TYPE.into())),
@@ -142,13 +162,24 @@ impl KvStore {
     }
 
     fn exists(&self, key: &Key) -> bool {
-        !matches!(self.entries.get(key).map(|e| &e.data), None | Some(Data::Absent))
+        !matches!(self.data(key), None | Some(Data::Absent))
     }
 
+    /// Changes a key's value, keeping its expiry (as INCR, APPEND or HSET do) unless the key
+    /// is deleted.
     fn write(&mut self, request: RequestId, key: &Key, data: Data) {
         let entry = self.entries.entry(key.clone()).or_insert_with(Entry::new);
+        if matches!(data, Data::Absent) {
+            entry.expires = None;
+        }
         entry.data = data;
         entry.record_write(request);
+    }
+
+    /// Replaces a key's value and clears its expiry (SET, GETSET, MSET), as Redis does.
+    fn overwrite(&mut self, request: RequestId, key: &Key, data: Data) {
+        self.write(request, key, data);
+        self.entries.get_mut(key).expect("just written").expires = None;
     }
 
     fn hash_mut(&mut self, request: RequestId, key: &Key) -> Result<&mut BTreeMap<Value, Value>, CommandResult> {
@@ -167,17 +198,60 @@ impl KvStore {
     }
 
     fn hash(&self, key: &Key) -> Result<Option<&BTreeMap<Value, Value>>, CommandResult> {
-        match self.entries.get(key).map(|entry| &entry.data) {
+        match self.data(key) {
             None | Some(Data::Absent) => Ok(None),
             Some(Data::Hash(fields)) => Ok(Some(fields)),
             Some(Data::Text(_)) => Err(CommandResult::Error(WRONG_TYPE.into())),
         }
     }
 
+    /// Executes one command: a stamp sets the time the command sees; a writing command first
+    /// removes the expired keys it touches (as Redis' writes do), so it starts from what its
+    /// reads see.
     fn execute(&mut self, request: RequestId, command: &Command) -> Result<CommandResult, CommandResult> {
+        match command {
+            Command::Timed { now_ms, command } => {
+                let outer = self.now.replace(*now_ms);
+                let result = self.execute(request, command);
+                self.now = outer;
+                result
+            }
+            Command::ExpireSweep { keys } => Ok(CommandResult::Integer(self.remove_expired(request, keys) as i64)),
+            Command::Transaction { watched, commands } => Ok(self.transaction(request, watched, commands)),
+            command if command.is_read_only() => self.execute_one(request, command),
+            command => {
+                if self.now.is_some() {
+                    let mut expired = Vec::new();
+                    command.for_each_key(|key| {
+                        if self.entries.get(key).is_some_and(|entry| is_expired(entry.expires, self.now)) {
+                            expired.push(key.clone());
+                        }
+                    });
+                    self.remove_expired(request, &expired);
+                }
+                self.execute_one(request, command)
+            }
+        }
+    }
+
+    /// Removes the keys among `keys` that are expired now; returns how many. A removal is a
+    /// write of the key (its version moves, so a WATCH of it aborts EXEC).
+    fn remove_expired(&mut self, request: RequestId, keys: &[Key]) -> usize {
+        let mut removed = 0;
+        for key in keys {
+            let expired = self.entries.get(key).is_some_and(|entry| is_expired(entry.expires, self.now));
+            if expired {
+                self.write(request, key, Data::Absent);
+                removed += 1;
+            }
+        }
+        removed
+    }
+
+    fn execute_one(&mut self, request: RequestId, command: &Command) -> Result<CommandResult, CommandResult> {
         Ok(match command {
             Command::Get { key } => self.text(key)?.cloned().map_or(CommandResult::Nil, CommandResult::Value),
-            Command::Set { key, value, condition } => self.set(request, key, value, *condition),
+            Command::Set { key, value, condition, expiry } => self.set(request, key, value, *condition, *expiry),
             Command::Del { keys } => self.delete(request, keys),
             Command::Exists { keys } => CommandResult::Integer(keys.iter().filter(|k| self.exists(k)).count() as i64),
             Command::Append { key, value } => {
@@ -197,13 +271,13 @@ impl KvStore {
             }
             Command::MSet { pairs } => {
                 for (key, value) in pairs {
-                    self.write(request, key, Data::Text(value.clone()));
+                    self.overwrite(request, key, Data::Text(value.clone()));
                 }
                 CommandResult::Ok
             }
             Command::GetSet { key, value } => {
                 let old = self.text(key)?.cloned();
-                self.write(request, key, Data::Text(value.clone()));
+                self.overwrite(request, key, Data::Text(value.clone()));
                 old.map_or(CommandResult::Nil, CommandResult::Value)
             }
             Command::GetDel { key } => match self.text(key)?.cloned() {
@@ -224,7 +298,7 @@ impl KvStore {
                     return Ok(CommandResult::Integer(0));
                 }
                 for (key, value) in pairs {
-                    self.write(request, key, Data::Text(value.clone()));
+                    self.overwrite(request, key, Data::Text(value.clone()));
                 }
                 CommandResult::Integer(1)
             }
@@ -236,16 +310,59 @@ impl KvStore {
             | Command::HSetNx { .. }
             | Command::HMGet { .. }
             | Command::HRead { .. } => self.execute_hash(request, command)?,
-            Command::Type { key } => {
-                CommandResult::Value(Value::from_static(match self.entries.get(key).map(|e| &e.data) {
-                    None | Some(Data::Absent) => b"none",
-                    Some(Data::Text(_)) => b"string",
-                    Some(Data::Hash(_)) => b"hash",
-                }))
-            }
-            Command::Transaction { watched, commands } => self.transaction(request, watched, commands),
+            Command::Type { key } => CommandResult::Value(Value::from_static(match self.data(key) {
+                None | Some(Data::Absent) => b"none",
+                Some(Data::Text(_)) => b"string",
+                Some(Data::Hash(_)) => b"hash",
+            })),
             Command::Versions { keys } => CommandResult::Versions(keys.iter().map(|key| self.version(key)).collect()),
+            Command::Expire { .. } | Command::Ttl { .. } | Command::Persist { .. } => {
+                self.execute_expiry(request, command)
+            }
+            Command::Transaction { .. } | Command::Timed { .. } | Command::ExpireSweep { .. } => {
+                unreachable!("{} is executed by `execute`", command.name())
+            }
         })
+    }
+
+    /// EXPIRE and friends, TTL and friends, PERSIST.
+    fn execute_expiry(&mut self, request: RequestId, command: &Command) -> CommandResult {
+        let now = self.now.unwrap_or(0);
+        match command {
+            Command::Expire { key, time, condition } => self.expire(request, key, *time, *condition),
+            Command::Ttl { key, read } => {
+                CommandResult::Integer(self.live_expiry(key).map_or(-2, |expires| read.answer(expires, now)))
+            }
+            Command::Persist { key } => match self.live_expiry(key) {
+                Some(Some(_)) => {
+                    let entry = self.entries.get_mut(key).expect("live");
+                    entry.expires = None;
+                    entry.record_write(request);
+                    CommandResult::Integer(1)
+                }
+                _ => CommandResult::Integer(0),
+            },
+            other => unreachable!("{} is not an expiry command", other.name()),
+        }
+    }
+
+    /// A live key's expiry (`Some(None)`: it never expires); `None` when the key is absent.
+    fn live_expiry(&self, key: &Key) -> Option<Option<i64>> {
+        self.live(key).filter(|entry| !matches!(entry.data, Data::Absent)).map(|entry| entry.expires)
+    }
+
+    /// EXPIRE: a live key takes the new time when the condition allows; a time already past
+    /// leaves the key expired from then on (its memory goes at the next write or sweep).
+    fn expire(&mut self, request: RequestId, key: &Key, time: ExpiryTime, condition: ExpireCondition) -> CommandResult {
+        let Some(current) = self.live_expiry(key) else { return CommandResult::Integer(0) };
+        let at = time.resolve(self.now.unwrap_or(0));
+        if !condition.allows(current, at) {
+            return CommandResult::Integer(0);
+        }
+        let entry = self.entries.get_mut(key).expect("live");
+        entry.expires = Some(at);
+        entry.record_write(request);
+        CommandResult::Integer(1)
     }
 
     /// SETRANGE: overwrites from `offset`, zero-padding a shorter value; an empty `value` only
@@ -345,13 +462,20 @@ impl KvStore {
         }
         let results = commands.iter().map(|command| match command {
             Command::Transaction { .. } => CommandResult::Error("ERR MULTI calls can not be nested".into()),
-            command => self.apply(request, command),
+            command => self.execute(request, command).unwrap_or_else(|error| error),
         });
         CommandResult::Results(results.collect())
     }
 
     /// SET: writes the value and answers Ok, or answers Nil when the condition (NX, XX) forbids it.
-    fn set(&mut self, request: RequestId, key: &Key, value: &Value, condition: SetCondition) -> CommandResult {
+    fn set(
+        &mut self,
+        request: RequestId,
+        key: &Key,
+        value: &Value,
+        condition: SetCondition,
+        expiry: SetExpiry,
+    ) -> CommandResult {
         let exists = self.exists(key);
         let allowed = match condition {
             SetCondition::Always => true,
@@ -361,7 +485,13 @@ impl KvStore {
         if !allowed {
             return CommandResult::Nil;
         }
-        self.write(request, key, Data::Text(value.clone()));
+        let kept = self.live(key).and_then(|entry| entry.expires);
+        self.overwrite(request, key, Data::Text(value.clone()));
+        self.entries.get_mut(key).expect("just written").expires = match expiry {
+            SetExpiry::Clear => None,
+            SetExpiry::Keep => kept,
+            SetExpiry::Set(time) => Some(time.resolve(self.now.unwrap_or(0))),
+        };
         CommandResult::Ok
     }
 
@@ -398,7 +528,9 @@ impl KvStore {
         let hash = self.hash_mut(request, key)?;
         let removed = fields.iter().filter(|f| hash.remove(*f).is_some()).count();
         if hash.is_empty() {
-            self.entries.get_mut(key).expect("hash exists").data = Data::Absent;
+            let entry = self.entries.get_mut(key).expect("hash exists");
+            entry.data = Data::Absent;
+            entry.expires = None;
         }
         Ok(CommandResult::Integer(removed as i64))
     }
@@ -463,6 +595,7 @@ impl StateMachine for KvStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::command::TtlRead;
     use crate::ids::ClientId;
 
     fn request(number: u64) -> RequestId {
@@ -481,7 +614,12 @@ mod tests {
         assert_eq!(kv.apply(request(5), &incr), CommandResult::Integer(5));
         let bad = Command::IncrBy { key: "k".into(), delta: 1 };
         assert!(matches!(kv.apply(request(6), &bad), CommandResult::Error(_)));
-        let nx = Command::Set { key: "k".into(), value: "z".into(), condition: SetCondition::IfAbsent };
+        let nx = Command::Set {
+            key: "k".into(),
+            value: "z".into(),
+            condition: SetCondition::IfAbsent,
+            expiry: SetExpiry::Clear,
+        };
         assert_eq!(kv.apply(request(7), &nx), CommandResult::Nil);
         let del = Command::Del { keys: vec!["k".into(), "missing".into()] };
         assert_eq!(kv.apply(request(8), &del), CommandResult::Integer(1));
@@ -507,6 +645,98 @@ mod tests {
         assert_eq!(kv.apply(request(6), &Command::Exists { keys: vec!["h".into()] }), CommandResult::Integer(0));
     }
 
+    fn at(kv: &mut KvStore, now: i64, command: Command) -> CommandResult {
+        kv.apply(request(now as u64), &command.timed(now))
+    }
+
+    fn set_px(key: &'static str, value: &'static str, ms: i64) -> Command {
+        let expiry = SetExpiry::Set(ExpiryTime::In(ms));
+        Command::Set { key: key.into(), value: value.into(), condition: SetCondition::Always, expiry }
+    }
+
+    #[test]
+    fn keys_expire_by_the_commands_own_stamps() {
+        // Goal: expiry is decided from each command's stamp: a key set with PX 100 at 1000 is
+        // there at 1100 and gone at 1101; a read never removes it (a later command with an
+        // older stamp still sees it), a write does; an unstamped command sees nothing expired.
+        let mut kv = KvStore::new();
+        assert_eq!(at(&mut kv, 1000, set_px("k", "v", 100)), CommandResult::Ok);
+        assert_eq!(at(&mut kv, 1100, Command::get("k")), CommandResult::Value("v".into()));
+        assert_eq!(
+            at(&mut kv, 1050, Command::Ttl { key: "k".into(), read: TtlRead::Millis }),
+            CommandResult::Integer(50)
+        );
+        assert_eq!(at(&mut kv, 1101, Command::get("k")), CommandResult::Nil);
+        assert_eq!(at(&mut kv, 1101, Command::Exists { keys: vec!["k".into()] }), CommandResult::Integer(0));
+        assert_eq!(
+            at(&mut kv, 1101, Command::Ttl { key: "k".into(), read: TtlRead::Seconds }),
+            CommandResult::Integer(-2)
+        );
+        assert_eq!(at(&mut kv, 1099, Command::get("k")), CommandResult::Value("v".into()), "a read removes nothing");
+        assert_eq!(kv.apply(request(9), &Command::get("k")), CommandResult::Value("v".into()), "unstamped");
+        // A write at 1101 starts from an absent key and clears the expiry.
+        assert_eq!(at(&mut kv, 1101, Command::append("k", "x")), CommandResult::Integer(1));
+        assert_eq!(at(&mut kv, 1099, Command::get("k")), CommandResult::Value("x".into()));
+        assert_eq!(
+            at(&mut kv, 5000, Command::Ttl { key: "k".into(), read: TtlRead::Seconds }),
+            CommandResult::Integer(-1)
+        );
+    }
+
+    #[test]
+    fn writes_keep_or_clear_expiry_as_redis_does() {
+        let mut kv = KvStore::new();
+        let ttl = |kv: &mut KvStore| at(kv, 0, Command::Ttl { key: "k".into(), read: TtlRead::Millis });
+        at(&mut kv, 0, set_px("k", "1", 1000));
+        at(&mut kv, 0, Command::IncrBy { key: "k".into(), delta: 1 });
+        assert_eq!(ttl(&mut kv), CommandResult::Integer(1000), "INCR keeps the expiry");
+        let keep = Command::Set {
+            key: "k".into(),
+            value: "5".into(),
+            condition: SetCondition::Always,
+            expiry: SetExpiry::Keep,
+        };
+        at(&mut kv, 0, keep);
+        assert_eq!(ttl(&mut kv), CommandResult::Integer(1000), "KEEPTTL");
+        at(&mut kv, 0, Command::set("k", "6"));
+        assert_eq!(ttl(&mut kv), CommandResult::Integer(-1), "a plain SET clears it");
+        let expire = |time, condition| Command::Expire { key: "k".into(), time, condition };
+        assert_eq!(at(&mut kv, 0, expire(ExpiryTime::In(500), ExpireCondition::IfLater)), CommandResult::Integer(0));
+        assert_eq!(at(&mut kv, 0, expire(ExpiryTime::In(500), ExpireCondition::IfEarlier)), CommandResult::Integer(1));
+        assert_eq!(at(&mut kv, 0, expire(ExpiryTime::At(400), ExpireCondition::IfNone)), CommandResult::Integer(0));
+        assert_eq!(at(&mut kv, 0, expire(ExpiryTime::At(900), ExpireCondition::IfLater)), CommandResult::Integer(1));
+        assert_eq!(ttl(&mut kv), CommandResult::Integer(900));
+        assert_eq!(at(&mut kv, 0, Command::Persist { key: "k".into() }), CommandResult::Integer(1));
+        assert_eq!(at(&mut kv, 0, Command::Persist { key: "k".into() }), CommandResult::Integer(0));
+        assert_eq!(at(&mut kv, 0, expire(ExpiryTime::In(5), ExpireCondition::Always)), CommandResult::Integer(1));
+        assert_eq!(
+            at(
+                &mut kv,
+                0,
+                Command::Expire { key: "none".into(), time: ExpiryTime::In(5), condition: ExpireCondition::Always }
+            ),
+            CommandResult::Integer(0)
+        );
+    }
+
+    #[test]
+    fn the_sweep_removes_only_what_expired_and_moves_versions() {
+        // Goal: the replicated sweep frees expired keys only, and a removal is a write (WATCH
+        // sees it), while a key rewritten since its expiry was set stays.
+        let mut kv = KvStore::new();
+        at(&mut kv, 0, set_px("old", "v", 10));
+        at(&mut kv, 0, set_px("new", "v", 10));
+        at(&mut kv, 5, Command::set("new", "w"));
+        let version = kv.version(&"old".into());
+        let sweep = Command::ExpireSweep { keys: vec!["old".into(), "new".into(), "none".into()] };
+        assert_eq!(at(&mut kv, 10, sweep.clone()), CommandResult::Integer(0), "nothing expired yet");
+        assert_eq!(at(&mut kv, 11, sweep), CommandResult::Integer(1));
+        assert_eq!(kv.version(&"old".into()), version + 1);
+        assert!(matches!(kv.entries.get(b"old".as_slice()).map(|e| &e.data), Some(Data::Absent)));
+        assert_eq!(at(&mut kv, 0, Command::get("old")), CommandResult::Nil, "removed for every later stamp");
+        assert_eq!(at(&mut kv, 11, Command::get("new")), CommandResult::Value("w".into()));
+    }
+
     #[test]
     fn transactions_run_whole_or_not_at_all() {
         // Goal: a transaction runs its commands in order with per-command results (an error
@@ -530,7 +760,15 @@ mod tests {
             ],
         };
         kv.apply(request(4), &Command::get("a"));
-        kv.apply(request(5), &Command::Set { key: "b".into(), value: "y".into(), condition: SetCondition::IfAbsent });
+        kv.apply(
+            request(5),
+            &Command::Set {
+                key: "b".into(),
+                value: "y".into(),
+                condition: SetCondition::IfAbsent,
+                expiry: SetExpiry::Clear,
+            },
+        );
         let ran = kv.apply(request(6), &transaction(&watched));
         let expected_error = CommandResult::Error("ERR value is not an integer or out of range".into());
         assert_eq!(
@@ -692,6 +930,8 @@ mod tests {
         fn command() -> impl Strategy<Value = Command> {
             prop_oneof![
                 4 => simple(),
+                // Stamps from 0 to 19 ms, not monotonic, as clients' clocks are not.
+                4 => (simple(), 0i64..20).prop_map(|(command, now)| command.timed(now)),
                 1 => prop::collection::vec(key(), 1..3).prop_map(|keys| Command::Versions { keys }),
                 1 => (prop::collection::vec((key(), 0u64..3), 0..2), prop::collection::vec(simple(), 0..4))
                     .prop_map(|(watched, commands)| Command::Transaction { watched, commands }),
@@ -701,12 +941,33 @@ mod tests {
         fn simple() -> impl Strategy<Value = Command> {
             prop_oneof![
                 key().prop_map(|key| Command::Get { key }),
-                (key(), value()).prop_map(|(key, value)| Command::Set { key, value, condition: SetCondition::Always }),
+                (key(), value()).prop_map(|(key, value)| Command::set(key, value)),
                 (key(), value()).prop_map(|(key, value)| Command::Set {
                     key,
                     value,
-                    condition: SetCondition::IfAbsent
+                    condition: SetCondition::IfAbsent,
+                    expiry: SetExpiry::Clear,
                 }),
+                (key(), value(), 0i64..10).prop_map(|(key, value, ms)| Command::Set {
+                    key,
+                    value,
+                    condition: SetCondition::Always,
+                    expiry: SetExpiry::Set(ExpiryTime::In(ms)),
+                }),
+                (key(), value()).prop_map(|(key, value)| Command::Set {
+                    key,
+                    value,
+                    condition: SetCondition::Always,
+                    expiry: SetExpiry::Keep,
+                }),
+                (key(), -2i64..10).prop_map(|(key, ms)| Command::Expire {
+                    key,
+                    time: ExpiryTime::In(ms),
+                    condition: ExpireCondition::Always
+                }),
+                key().prop_map(|key| Command::Ttl { key, read: crate::command::TtlRead::Millis }),
+                key().prop_map(|key| Command::Persist { key }),
+                prop::collection::vec(key(), 1..3).prop_map(|keys| Command::ExpireSweep { keys }),
                 prop::collection::vec(key(), 1..3).prop_map(|keys| Command::Del { keys }),
                 prop::collection::vec(key(), 1..3).prop_map(|keys| Command::Exists { keys }),
                 (key(), value()).prop_map(|(key, value)| Command::Append { key, value }),

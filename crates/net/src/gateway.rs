@@ -16,6 +16,8 @@
 //! replicated state machine (a deterministic expiry would need the command to carry a
 //! timestamp chosen by the gateway).
 
+pub mod expiry;
+mod expiry_commands;
 pub mod pipeline;
 pub mod session;
 pub mod table;
@@ -85,6 +87,8 @@ fn integer(bytes: &Bytes) -> Option<i64> {
 /// thread.
 pub struct Gateway {
     facts: ServerFacts,
+    /// The keys whose expiry this gateway set, for the sweep.
+    pub expiring: Rc<RefCell<expiry::Expiring>>,
     clients: RefCell<Clients>,
     started: Instant,
 }
@@ -92,7 +96,7 @@ pub struct Gateway {
 impl Gateway {
     /// A gateway with no connection yet.
     pub fn new(facts: ServerFacts) -> Gateway {
-        Gateway { facts, clients: RefCell::new(Clients::default()), started: Instant::now() }
+        Gateway { facts, expiring: Rc::default(), clients: RefCell::new(Clients::default()), started: Instant::now() }
     }
 
     /// Registers a connection; returns its id.
@@ -198,6 +202,13 @@ fn plan_gateway(name: &str, rest: &[Bytes], context: &mut Context) -> Action {
         "CONFIG" => session::config(rest, context.facts),
         "COMMAND" => command(rest),
         "INFO" => session::info(rest, context),
+        "TIME" => {
+            let micros = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+            Action::Reply(Reply::Array(vec![
+                Some(Bytes::from(micros.as_secs().to_string())),
+                Some(Bytes::from(micros.subsec_micros().to_string())),
+            ]))
+        }
         _ => error(format!("ERR unknown command '{name}'")),
     }
 }
@@ -232,7 +243,9 @@ fn plan_replicated(name: &str, rest: &[Bytes]) -> Action {
     let plain = |command| Action::Replicate(command, Shape::Plain);
     match name {
         "GET" => plain(Command::Get { key: key(0) }),
-        "SET" => plan_set(rest),
+        "SET" => expiry_commands::set(rest),
+        "SETEX" | "PSETEX" | "EXPIRE" | "PEXPIRE" | "EXPIREAT" | "PEXPIREAT" | "TTL" | "PTTL" | "EXPIRETIME"
+        | "PEXPIRETIME" | "PERSIST" => expiry_commands::plan(name, rest),
         "DEL" => plain(Command::Del { keys: rest.to_vec() }),
         "EXISTS" => plain(Command::Exists { keys: rest.to_vec() }),
         "INCR" => plain(Command::IncrBy { key: key(0), delta: 1 }),
@@ -256,7 +269,12 @@ fn plan_replicated(name: &str, rest: &[Bytes]) -> Action {
         "HDEL" => plain(Command::HDel { key: key(0), fields: rest[1..].to_vec() }),
         "GETSET" => plain(Command::GetSet { key: key(0), value: key(1) }),
         "SETNX" => Action::Replicate(
-            Command::Set { key: key(0), value: key(1), condition: SetCondition::IfAbsent },
+            Command::Set {
+                key: key(0),
+                value: key(1),
+                condition: SetCondition::IfAbsent,
+                expiry: ordo_core::command::SetExpiry::Clear,
+            },
             Shape::Flag,
         ),
         "GETDEL" => plain(Command::GetDel { key: key(0) }),
@@ -290,21 +308,6 @@ fn plan_replicated(name: &str, rest: &[Bytes]) -> Action {
         "MSET" | "MSETNX" | "HSET" | "HMSET" => wrong_args(name),
         _ => error(format!("ERR unknown command '{name}'")),
     }
-}
-
-fn plan_set(rest: &[Bytes]) -> Action {
-    let mut condition = SetCondition::Always;
-    for option in &rest[2..] {
-        match option.to_ascii_uppercase().as_slice() {
-            b"NX" if condition == SetCondition::Always => condition = SetCondition::IfAbsent,
-            b"XX" if condition == SetCondition::Always => condition = SetCondition::IfPresent,
-            b"EX" | b"PX" | b"EXAT" | b"PXAT" | b"KEEPTTL" => {
-                return error("ERR expiry (EX/PX/EXAT/PXAT/KEEPTTL) is not supported by ordo's replicated store");
-            }
-            _ => return error("ERR syntax error"),
-        }
-    }
-    Action::Replicate(Command::Set { key: rest[0].clone(), value: rest[1].clone(), condition }, Shape::Plain)
 }
 
 /// The reply for a replicated command's outcome.
@@ -359,6 +362,7 @@ pub async fn serve(address: SocketAddr, requests: mpsc::Sender<Request>, facts: 
     let listener = TcpListener::bind(address).await?;
     let connections_max = facts.connections_max;
     let gateway = Rc::new(Gateway::new(facts));
+    tokio::task::spawn_local(expiry::sweep(gateway.expiring.clone(), requests.clone()));
     loop {
         let Ok((mut stream, peer)) = listener.accept().await else { continue };
         let _ = stream.set_nodelay(true);
@@ -410,6 +414,43 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn expiry_options_stay_relative_and_bad_times_are_refused_as_redis_does() {
+        use ordo_core::command::{ExpireCondition, ExpiryTime, SetExpiry, TtlRead};
+        let set_expiry = |text| match plan_words(text) {
+            Action::Replicate(Command::Set { expiry, .. }, _) => Ok(expiry),
+            Action::Reply(Reply::Error(e)) => Err(e),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(set_expiry("SET k v EX 10"), Ok(SetExpiry::Set(ExpiryTime::In(10_000))));
+        assert_eq!(set_expiry("SET k v NX PX 5"), Ok(SetExpiry::Set(ExpiryTime::In(5))));
+        assert_eq!(set_expiry("SET k v PXAT 7"), Ok(SetExpiry::Set(ExpiryTime::At(7))));
+        assert_eq!(set_expiry("SET k v KEEPTTL"), Ok(SetExpiry::Keep));
+        assert_eq!(set_expiry("SET k v"), Ok(SetExpiry::Clear));
+        assert_eq!(set_expiry("SET k v EX 0"), Err("ERR invalid expire time in 'set' command".into()));
+        assert_eq!(set_expiry("SETEX k -1 v"), Err("ERR invalid expire time in 'setex' command".into()));
+        assert_eq!(set_expiry("SET k v EX 1 PX 1"), Err("ERR syntax error".into()));
+        assert_eq!(
+            set_expiry("SET k v EX 9223372036854775807"),
+            Err("ERR invalid expire time in 'set' command".into())
+        );
+        assert_eq!(
+            plan_words("PEXPIRE k 50 GT"),
+            Action::Replicate(
+                Command::Expire { key: "k".into(), time: ExpiryTime::In(50), condition: ExpireCondition::IfLater },
+                Shape::Plain
+            )
+        );
+        assert!(
+            matches!(plan_words("EXPIRE k 1 NX GT"), Action::Reply(Reply::Error(e)) if e.contains("not compatible"))
+        );
+        assert_eq!(
+            plan_words("TTL k"),
+            Action::Replicate(Command::Ttl { key: "k".into(), read: TtlRead::Seconds }, Shape::Plain)
+        );
+        assert!(matches!(plan_words("TIME"), Action::Reply(Reply::Array(parts)) if parts.len() == 2));
+    }
+
+    #[test]
     fn redis_commands_map_to_replicated_commands() {
         // Goal: each supported command becomes the right Command; INCR/DECR are IncrBy,
         // HMSET is HSet; EX is refused clearly; unknown commands are errors.
@@ -423,7 +464,6 @@ pub(crate) mod tests {
             plan_words("SET k v NX"),
             Action::Replicate(Command::Set { condition: SetCondition::IfAbsent, .. }, _)
         ));
-        assert!(matches!(plan_words("SET k v EX 10"), Action::Reply(Reply::Error(e)) if e.contains("expiry")));
         assert!(matches!(plan_words("FLUSHALL"), Action::Reply(Reply::Error(e)) if e.contains("unknown command")));
         assert!(matches!(plan_words("GET"), Action::Reply(Reply::Error(e)) if e.contains("wrong number")));
         assert!(matches!(plan_words("MSET a 1 b"), Action::Reply(Reply::Error(e)) if e.contains("'mset'")));

@@ -207,7 +207,15 @@ fn generated_messages(seed: u64) -> Vec<Vec<u8>> {
             let mut cluster = Cluster::<P>::with_topology(topology, config, self.0);
             cluster.keep_sent_log();
             let client = cluster.clients()[0];
-            cluster.submit(client, Command::Set { key: "k".into(), value: "v".into(), condition: Default::default() });
+            cluster.submit(
+                client,
+                Command::Set {
+                    key: "k".into(),
+                    value: "v".into(),
+                    condition: Default::default(),
+                    expiry: Default::default(),
+                },
+            );
             cluster.run_for(1_000_000_000);
             cluster.submit(client, Command::Get { key: "k".into() });
             cluster.run_for(1_000_000_000);

@@ -54,7 +54,7 @@ impl RecordingKv {
             }
         };
         match command {
-            Command::Set { key, value, condition: ordo_core::command::SetCondition::Always } => {
+            Command::Set { key, value, condition: ordo_core::command::SetCondition::Always, .. } => {
                 push(key, Some((false, value.clone())))
             }
             Command::MSet { pairs } => pairs.iter().for_each(|(key, value)| push(key, Some((false, value.clone())))),

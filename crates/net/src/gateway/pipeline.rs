@@ -13,12 +13,14 @@
 //! they touch only the connection's session, which no replicated command reads, and their replies
 //! take their place in the same in-order stream as the others.
 
+use super::expiry::{Expiring, wall_ms};
 use super::transaction::{Exec, Watched, exec_reply};
 use super::{Gateway, Shape, reply};
 use crate::host::{Outcome, Request};
 use crate::resp::{self, Reply, RespVersion};
 use bytes::{Bytes, BytesMut};
 use ordo_core::Command;
+use std::cell::RefCell;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
 
@@ -86,7 +88,17 @@ pub(crate) fn plan_input(input: &mut BytesMut, gateway: &Gateway, id: u64, pendi
 /// Submits one command to the host and waits for its outcome. A request the host's channel cannot
 /// take was never submitted, so it is `Busy` (safe to follow with the next command); a request the
 /// host dropped unanswered may have run, so it is `Timeout`.
-async fn submit(requests: &mpsc::Sender<Request>, command: Command) -> Outcome {
+///
+/// The command leaves stamped with the gateway's clock ([`Command::Timed`]), and the keys it
+/// gives an expiry are remembered for the sweep.
+pub(crate) async fn submit(
+    requests: &mpsc::Sender<Request>,
+    expiring: &RefCell<Expiring>,
+    command: Command,
+) -> Outcome {
+    let now = wall_ms();
+    expiring.borrow_mut().note(&command, now);
+    let command = command.timed(now);
     let (reply, receiver) = oneshot::channel();
     if requests.try_send(Request { command, reply }).is_err() {
         return Outcome::Busy;
@@ -102,6 +114,7 @@ async fn submit(requests: &mpsc::Sender<Request>, command: Command) -> Outcome {
 pub(crate) async fn answer<W: AsyncWrite + Unpin>(
     pending: &mut Vec<Pending>,
     requests: &mpsc::Sender<Request>,
+    expiring: &RefCell<Expiring>,
     watched: &mut Watched,
     output: &mut Vec<u8>,
     writer: &mut W,
@@ -111,12 +124,12 @@ pub(crate) async fn answer<W: AsyncWrite + Unpin>(
         match item {
             Pending::Ready(reply, version) => reply.encode(version, output),
             Pending::Replicate(command, shape, version) => {
-                let outcome = submit(requests, command).await;
+                let outcome = submit(requests, expiring, command).await;
                 unknown = outcome == Outcome::Timeout;
                 reply(outcome, shape).encode(version, output);
             }
             Pending::Watch(keys, version) => {
-                let outcome = submit(requests, Command::Versions { keys: keys.clone() }).await;
+                let outcome = submit(requests, expiring, Command::Versions { keys: keys.clone() }).await;
                 unknown = outcome == Outcome::Timeout;
                 watched.record(keys, outcome).encode(version, output);
             }
@@ -126,7 +139,7 @@ pub(crate) async fn answer<W: AsyncWrite + Unpin>(
             }
             Pending::Exec(exec, version) => match watched.exec(&exec) {
                 Ok(transaction) => {
-                    let outcome = submit(requests, transaction).await;
+                    let outcome = submit(requests, expiring, transaction).await;
                     unknown = outcome == Outcome::Timeout;
                     exec_reply(outcome, &exec.slots).encode(version, output);
                 }
@@ -171,7 +184,7 @@ pub(crate) async fn connection<S: AsyncRead + AsyncWrite + Unpin>(
             pending.push(Pending::Ready(error, gateway.version(id)));
             close = true;
         }
-        close |= answer(&mut pending, &requests, &mut watched, &mut output, stream).await?;
+        close |= answer(&mut pending, &requests, &gateway.expiring, &mut watched, &mut output, stream).await?;
         if close {
             return Ok(());
         }

@@ -83,7 +83,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     ),
     gateway("UNWATCH", 1, "`UNWATCH`: forget the watched keys"),
     replicated("GET", 2, "`GET key`"),
-    replicated("SET", -3, "`SET key value [NX|XX]` (expiry options are refused)"),
+    replicated("SET", -3, "`SET key value [NX|XX] [EX s|PX ms|EXAT s|PXAT ms|KEEPTTL]`"),
     replicated("DEL", -2, "`DEL key ...`"),
     replicated("EXISTS", -2, "`EXISTS key ...`"),
     replicated("INCR", 2, "`INCR key`"),
@@ -114,6 +114,22 @@ pub const COMMANDS: &[CommandSpec] = &[
     replicated("HEXISTS", 3, "`HEXISTS key field`"),
     replicated("HSTRLEN", 3, "`HSTRLEN key field`"),
     replicated("TYPE", 2, "`TYPE key`: `string`, `hash` or `none`"),
+    replicated("SETEX", 4, "`SETEX key seconds value`"),
+    replicated("PSETEX", 4, "`PSETEX key milliseconds value`"),
+    replicated(
+        "EXPIRE",
+        -3,
+        "`EXPIRE key seconds [NX|XX|GT|LT]`: expiry is decided from each command's gateway timestamp, the same on every replica",
+    ),
+    replicated("PEXPIRE", -3, "`PEXPIRE key milliseconds [NX|XX|GT|LT]`"),
+    replicated("EXPIREAT", -3, "`EXPIREAT key unix-seconds [NX|XX|GT|LT]`"),
+    replicated("PEXPIREAT", -3, "`PEXPIREAT key unix-milliseconds [NX|XX|GT|LT]`"),
+    replicated("TTL", 2, "`TTL key`: seconds left, -1 without expiry, -2 when absent"),
+    replicated("PTTL", 2, "`PTTL key`: milliseconds left"),
+    replicated("EXPIRETIME", 2, "`EXPIRETIME key`: the Unix time in seconds"),
+    replicated("PEXPIRETIME", 2, "`PEXPIRETIME key`: the Unix time in milliseconds"),
+    replicated("PERSIST", 2, "`PERSIST key`: the key no longer expires"),
+    gateway("TIME", 1, "`TIME`: the gateway's clock, the one that stamps commands for expiry"),
 ];
 
 /// The table entry of a command, by its upper-case name.

@@ -46,6 +46,12 @@ pub const CROSS_SHARD: &str = "CROSSSLOT Keys in request don't hash to the same 
 /// Splits a command into one part per shard its keys fall in; a transaction, a WATCH or an
 /// MSETNX over several shards is refused with [`CROSS_SHARD`].
 pub fn split(command: &Command, topology: &Topology) -> Result<Split, CommandResult> {
+    // A stamped command splits as its inner command, and each part keeps the stamp.
+    if let Command::Timed { now_ms, command } = command {
+        let mut split = split(command, topology)?;
+        split.parts = split.parts.into_iter().map(|(shard, part)| (shard, part.timed(*now_ms))).collect();
+        return Ok(split);
+    }
     let shard_of = |key: &Key| topology.shard_of(key) as u32;
     let mut shards: Vec<u32> = Vec::new();
     command.for_each_key(|key| shards.push(shard_of(key)));
@@ -69,13 +75,14 @@ pub fn split(command: &Command, topology: &Topology) -> Result<Split, CommandRes
             let parts = grouped.into_iter().map(|(s, keys)| (s, Command::MGet { keys })).collect();
             Split { parts, merge: Merge::Values(positions) }
         }
-        Command::Del { keys } | Command::Exists { keys } => {
+        Command::Del { keys } | Command::Exists { keys } | Command::ExpireSweep { keys } => {
             keys.iter().for_each(&mut group);
-            let delete = matches!(command, Command::Del { .. });
-            let parts = grouped
-                .into_iter()
-                .map(|(s, keys)| (s, if delete { Command::Del { keys } } else { Command::Exists { keys } }))
-                .collect();
+            let part = |keys| match command {
+                Command::Del { .. } => Command::Del { keys },
+                Command::Exists { .. } => Command::Exists { keys },
+                _ => Command::ExpireSweep { keys },
+            };
+            let parts = grouped.into_iter().map(|(s, keys)| (s, part(keys))).collect();
             Split { parts, merge: Merge::Sum }
         }
         Command::MSet { pairs } => {

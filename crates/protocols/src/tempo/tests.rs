@@ -710,3 +710,22 @@ fn multi_shard_with_crashed_coordinator_in_one_shard() {
     }
     assert_eq!(s.state(s.shard(0)[0]).instances[&dot(client, 1)].phase, Phase::Execute);
 }
+
+#[test]
+fn a_stamped_command_splits_by_shard_and_every_part_keeps_its_stamp() {
+    // Goal: the gateway stamps every command (expiry); a stamped multi-key command over several
+    // shards splits like the plain one, each part keeps the stamp, and a stamped transaction
+    // over several shards is still refused. Before the fix, a stamped MGET hit `unreachable!`.
+    let topology = topology(3, 3, 1, &[0]);
+    let keys: Vec<ordo_core::Key> = (0..12).map(|i| ordo_core::Key::from(format!("k{i}"))).collect();
+    let plain = super::client::split(&Command::MGet { keys: keys.clone() }, &topology).expect("splits");
+    let stamped = super::client::split(&Command::MGet { keys }.timed(77), &topology).expect("splits");
+    assert!(plain.parts.len() > 1, "the keys fall in several shards");
+    let expected: Vec<(u32, Command)> = plain.parts.into_iter().map(|(s, part)| (s, part.timed(77))).collect();
+    assert_eq!(stamped.parts, expected);
+    let transaction = Command::Transaction {
+        watched: vec![],
+        commands: (0..12).map(|i| Command::set(format!("k{i}"), "v")).collect(),
+    };
+    assert!(super::client::split(&transaction.timed(5), &topology).is_err());
+}

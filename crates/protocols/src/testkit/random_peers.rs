@@ -121,7 +121,12 @@ impl Gen {
         match self.below(3) {
             0 => Command::Get { key: self.key().into() },
             1 => self.value(),
-            _ => Command::Set { key: self.key().into(), value: self.key().into(), condition: Default::default() },
+            _ => Command::Set {
+                key: self.key().into(),
+                value: self.key().into(),
+                condition: Default::default(),
+                expiry: Default::default(),
+            },
         }
     }
 

@@ -39,14 +39,16 @@ fn a_command_is_submitted_only_after_the_previous_one_completed() {
             let request: Request = host.recv().await.expect("a request");
             let_others_run().await;
             assert!(host.try_recv().is_err(), "a command was submitted before {:?} completed", request.command);
-            seen.push(request.command);
+            seen.push(request.command.untimed().clone());
             request.reply.send(Outcome::Done(result)).expect("the gateway waits");
         }
         seen
     };
     let mut watched = Watched::default();
-    let (seen, unknown) =
-        run(async { tokio::join!(host, answer(&mut pending, &requests, &mut watched, &mut output, &mut written)) });
+    let expiring = RefCell::default();
+    let (seen, unknown) = run(async {
+        tokio::join!(host, answer(&mut pending, &requests, &expiring, &mut watched, &mut output, &mut written))
+    });
     assert!(!unknown.expect("written"));
     assert_eq!(seen, vec![Command::set("k", "1"), Command::get("k"), Command::IncrBy { key: "n".into(), delta: 1 }]);
     assert_eq!(written, b"+OK\r\n$1\r\n1\r\n+PONG\r\n:1\r\n");
@@ -68,8 +70,10 @@ fn a_timeout_closes_the_connection_before_later_commands_run() {
         host.try_recv().is_err()
     };
     let mut watched = Watched::default();
-    let (nothing_more, unknown) =
-        run(async { tokio::join!(host, answer(&mut pending, &requests, &mut watched, &mut output, &mut written)) });
+    let expiring = RefCell::default();
+    let (nothing_more, unknown) = run(async {
+        tokio::join!(host, answer(&mut pending, &requests, &expiring, &mut watched, &mut output, &mut written))
+    });
     assert!(nothing_more, "a command after a timeout was submitted");
     assert!(unknown.expect("written"), "the connection closes");
     assert!(written.starts_with(b"-TIMEOUT"), "{}", String::from_utf8_lossy(&written));
@@ -86,7 +90,8 @@ fn a_busy_host_refuses_one_command_and_the_next_still_runs() {
     requests.try_send(Request { command: Command::get("x"), reply: filler }).expect("one slot");
     let (mut output, mut written) = (Vec::new(), Vec::new());
     let unknown =
-        run(answer(&mut pending, &requests, &mut Watched::default(), &mut output, &mut written)).expect("written");
+        run(answer(&mut pending, &requests, &RefCell::default(), &mut Watched::default(), &mut output, &mut written))
+            .expect("written");
     assert!(!unknown);
     assert!(written.starts_with(b"-BUSY") && written.ends_with(b"+PONG\r\n"));
 }
@@ -151,15 +156,17 @@ fn answered(text: &str, results: Vec<CommandResult>) -> (Vec<Command>, String) {
         let mut seen = Vec::new();
         for result in results {
             let request: Request = host.recv().await.expect("a request");
-            seen.push(request.command);
+            seen.push(request.command.untimed().clone());
             request.reply.send(Outcome::Done(result)).expect("the gateway waits");
         }
         let_others_run().await;
         assert!(host.try_recv().is_err(), "more commands than results");
         seen
     };
-    let (seen, unknown) =
-        run(async { tokio::join!(host, answer(&mut pending, &requests, &mut watched, &mut output, &mut written)) });
+    let expiring = RefCell::default();
+    let (seen, unknown) = run(async {
+        tokio::join!(host, answer(&mut pending, &requests, &expiring, &mut watched, &mut output, &mut written))
+    });
     assert!(!unknown.expect("written"));
     (seen, String::from_utf8(written).expect("text"))
 }
