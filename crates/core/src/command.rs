@@ -9,6 +9,13 @@ use serde::{Deserialize, Serialize};
 
 pub mod expiry;
 pub use expiry::{ExpireCondition, ExpiryTime, SetExpiry, TtlRead};
+mod list;
+pub mod number;
+mod set;
+mod sorted;
+pub use list::{LPOS_RANK_ZERO, ListEnd, ListOp};
+pub use set::{Combine, SetOp};
+pub use sorted::{AddOptions, Compare, LexBound, Range, RangeBy, Score, ScoreBound, SortedOp};
 
 /// A key of the store.
 pub type Key = Bytes;
@@ -197,7 +204,7 @@ pub enum Command {
         /// What is read.
         read: HashRead,
     },
-    /// TYPE: `string`, `hash` or `none`.
+    /// TYPE: `string`, `hash`, `list`, `set`, `zset` or `none`.
     Type {
         /// The key.
         key: Key,
@@ -259,6 +266,63 @@ pub enum Command {
         /// Keys that may have expired.
         keys: Vec<Key>,
     },
+    /// A list command (LPUSH, LPOP, LRANGE, ...) on the list at `key`.
+    List {
+        /// The list's key.
+        key: Key,
+        /// What is done.
+        op: ListOp,
+    },
+    /// A command on the set at `key` (SADD, SMEMBERS, SPOP, ...).
+    Members {
+        /// The set's key.
+        key: Key,
+        /// What is done.
+        op: SetOp,
+    },
+    /// SINTER, SUNION, SDIFF of the sets at `keys`, in that order; with a `destination`
+    /// (SINTERSTORE, ...) the result replaces whatever `destination` held and is counted.
+    SetAlgebra {
+        /// How the sets combine.
+        op: Combine,
+        /// The sets' keys (at least one).
+        keys: Vec<Key>,
+        /// Where the STORE forms write.
+        destination: Option<Key>,
+    },
+    /// SMOVE: moves `member` from one set to another; 1 when it was in `source`.
+    SetMove {
+        /// The set it leaves.
+        source: Key,
+        /// The set it joins.
+        destination: Key,
+        /// The member.
+        member: Value,
+    },
+    /// A command on the sorted set at `key` (ZADD, ZRANGE, ...).
+    Sorted {
+        /// The sorted set's key.
+        key: Key,
+        /// What is done.
+        op: SortedOp,
+    },
+    /// INCRBYFLOAT: adds to a number stored as text; returns the new text. `delta` is the
+    /// client's text, parsed by the store, so that a WRONGTYPE key is reported first, as Redis does.
+    IncrByFloat {
+        /// The key incremented.
+        key: Key,
+        /// The amount, as the client wrote it.
+        delta: Value,
+    },
+    /// HINCRBYFLOAT: INCRBYFLOAT on a field of a hash.
+    HIncrByFloat {
+        /// The hash's key.
+        key: Key,
+        /// The field incremented.
+        field: Value,
+        /// The amount, as the client wrote it.
+        delta: Value,
+    },
 }
 
 /// The result of executing a command.
@@ -301,6 +365,7 @@ impl Command {
                 | Command::Ttl { .. }
         ) || matches!(self, Command::Timed { command, .. } if command.is_read_only())
             || matches!(self, Command::Transaction { commands, .. } if commands.iter().all(Command::is_read_only))
+            || self.collection_is_read_only()
     }
 
     /// Calls `visit` once for every key the command names, in the command's order (a key named
@@ -340,6 +405,13 @@ impl Command {
             | Command::Versions { keys }
             | Command::ExpireSweep { keys } => keys.iter().for_each(&mut *visit),
             Command::MSet { pairs } | Command::MSetNx { pairs } => pairs.iter().for_each(|(key, _)| visit(key)),
+            Command::List { key, .. }
+            | Command::Members { key, .. }
+            | Command::Sorted { key, .. }
+            | Command::IncrByFloat { key, .. }
+            | Command::HIncrByFloat { key, .. } => visit(key),
+            Command::SetAlgebra { keys, destination, .. } => destination.iter().chain(keys).for_each(visit),
+            Command::SetMove { source, destination, .. } => [source, destination].into_iter().for_each(visit),
             // The watched keys are read (their versions), so a write to one conflicts.
             Command::Transaction { watched, commands } => {
                 watched.iter().for_each(|(key, _)| visit(key));
@@ -400,6 +472,24 @@ impl Command {
             Command::Ttl { .. } => "ttl",
             Command::Persist { .. } => "persist",
             Command::ExpireSweep { .. } => "expiresweep",
+            Command::List { op, .. } => op.name(),
+            Command::Members { op, .. } => op.name(),
+            Command::SetAlgebra { op, destination, .. } => op.name(destination.is_some()),
+            Command::SetMove { .. } => "smove",
+            Command::Sorted { op, .. } => op.name(),
+            Command::IncrByFloat { .. } => "incrbyfloat",
+            Command::HIncrByFloat { .. } => "hincrbyfloat",
+        }
+    }
+
+    /// The list, set and sorted-set commands that only read.
+    fn collection_is_read_only(&self) -> bool {
+        match self {
+            Command::List { op, .. } => op.is_read_only(),
+            Command::Members { op, .. } => op.is_read_only(),
+            Command::SetAlgebra { destination, .. } => destination.is_none(),
+            Command::Sorted { op, .. } => op.is_read_only(),
+            _ => false,
         }
     }
 

@@ -9,6 +9,15 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use xxhash_rust::xxh3::xxh3_64;
 
+mod collections;
+mod float;
+mod list;
+mod set;
+mod sorted;
+#[cfg(test)]
+mod tests_collections;
+pub use set::RANDOM_MEMBERS_MAX;
+
 /// What a key's history looks like at one replica, for the replica-agreement check: replicas
 /// that applied the same number of writes to a key must have applied the same writes in the
 /// same order, so their `chain` hashes must be equal.
@@ -67,6 +76,9 @@ enum Data {
     Absent,
     Text(Value),
     Hash(BTreeMap<Value, Value>),
+    List(std::collections::VecDeque<Value>),
+    Set(std::collections::BTreeSet<Value>),
+    Sorted(sorted::SortedSet),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -103,7 +115,8 @@ pub const STRING_LEN_MAX: usize = 64 * 1024 * 1024;
 
 const TOO_LONG: &str = "ERR string exceeds maximum allowed size (proto-max-bulk-len)";
 
-/// The built-in key-value store with Redis semantics for strings and hashes.
+/// The built-in key-value store with Redis semantics for strings, hashes, lists, sets and sorted
+/// sets.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KvStore {
     entries: BTreeMap<Key, Entry>,
@@ -157,7 +170,7 @@ impl KvStore {
         match self.data(key) {
             None | Some(Data::Absent) => Ok(None),
             Some(Data::Text(value)) => Ok(Some(value)),
-            Some(Data::Hash(_)) => Err(CommandResult::Error(WRONG_TYPE.into())),
+            Some(_) => Err(CommandResult::Error(WRONG_TYPE.into())),
         }
     }
 
@@ -201,7 +214,7 @@ impl KvStore {
         match self.data(key) {
             None | Some(Data::Absent) => Ok(None),
             Some(Data::Hash(fields)) => Ok(Some(fields)),
-            Some(Data::Text(_)) => Err(CommandResult::Error(WRONG_TYPE.into())),
+            Some(_) => Err(CommandResult::Error(WRONG_TYPE.into())),
         }
     }
 
@@ -314,6 +327,9 @@ impl KvStore {
                 None | Some(Data::Absent) => b"none",
                 Some(Data::Text(_)) => b"string",
                 Some(Data::Hash(_)) => b"hash",
+                Some(Data::List(_)) => b"list",
+                Some(Data::Set(_)) => b"set",
+                Some(Data::Sorted(_)) => b"zset",
             })),
             Command::Versions { keys } => CommandResult::Versions(keys.iter().map(|key| self.version(key)).collect()),
             Command::Expire { .. } | Command::Ttl { .. } | Command::Persist { .. } => {
@@ -322,6 +338,8 @@ impl KvStore {
             Command::Transaction { .. } | Command::Timed { .. } | Command::ExpireSweep { .. } => {
                 unreachable!("{} is executed by `execute`", command.name())
             }
+            // Lists, sets, sorted sets and float increments (`kv/collections.rs`).
+            collection => self.execute_collection(request, collection)?,
         })
     }
 
@@ -932,10 +950,18 @@ mod tests {
                 4 => simple(),
                 // Stamps from 0 to 19 ms, not monotonic, as clients' clocks are not.
                 4 => (simple(), 0i64..20).prop_map(|(command, now)| command.timed(now)),
+                3 => collection(),
                 1 => prop::collection::vec(key(), 1..3).prop_map(|keys| Command::Versions { keys }),
                 1 => (prop::collection::vec((key(), 0u64..3), 0..2), prop::collection::vec(simple(), 0..4))
                     .prop_map(|(watched, commands)| Command::Transaction { watched, commands }),
+                1 => (prop::collection::vec((key(), 0u64..3), 0..2), prop::collection::vec(collection(), 0..4))
+                    .prop_map(|(watched, commands)| Command::Transaction { watched, commands }),
             ]
+        }
+
+        /// Lists, sets, sorted sets and float increments (`kv/tests_collections.rs`).
+        fn collection() -> BoxedStrategy<Command> {
+            crate::kv::tests_collections::collection_command(key().boxed(), value().boxed())
         }
 
         fn simple() -> impl Strategy<Value = Command> {

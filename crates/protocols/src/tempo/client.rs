@@ -43,8 +43,9 @@ pub struct Split {
 /// abort, at one point of one shard's order (and MSETNX its all-or-nothing).
 pub const CROSS_SHARD: &str = "CROSSSLOT Keys in request don't hash to the same slot";
 
-/// Splits a command into one part per shard its keys fall in; a transaction, a WATCH or an
-/// MSETNX over several shards is refused with [`CROSS_SHARD`].
+/// Splits a command into one part per shard its keys fall in; a transaction, a WATCH, an
+/// MSETNX, a SINTER/SUNION/SDIFF (or STORE) or an SMOVE over several shards is refused with
+/// [`CROSS_SHARD`].
 pub fn split(command: &Command, topology: &Topology) -> Result<Split, CommandResult> {
     // A stamped command splits as its inner command, and each part keeps the stamp.
     if let Command::Timed { now_ms, command } = command {
@@ -96,6 +97,8 @@ pub fn split(command: &Command, topology: &Topology) -> Result<Split, CommandRes
         Command::Transaction { .. } | Command::Versions { .. } | Command::MSetNx { .. } => {
             return Err(CommandResult::Error(CROSS_SHARD.into()));
         }
+        // Their result needs every set at once (and SMOVE is all or nothing), as in Redis Cluster.
+        Command::SetAlgebra { .. } | Command::SetMove { .. } => return Err(CommandResult::Error(CROSS_SHARD.into())),
         other => unreachable!("{} touches one key", other.name()),
     })
 }

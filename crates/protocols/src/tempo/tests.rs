@@ -729,3 +729,26 @@ fn a_stamped_command_splits_by_shard_and_every_part_keeps_its_stamp() {
     };
     assert!(super::client::split(&transaction.timed(5), &topology).is_err());
 }
+
+#[test]
+fn set_commands_over_several_shards_are_refused() {
+    // Goal: SINTER/SUNION/SDIFF (and their STORE forms) and SMOVE whose keys live in several
+    // shards get Redis Cluster's CROSSSLOT, as a transaction does, instead of being split as
+    // single-key commands; within one shard they go whole. Method: split them over two shards.
+    use super::client::{CROSS_SHARD, split};
+    use ordo_core::command::Combine;
+    let topology = topology(2, 3, 1, &[0]);
+    let keys: Vec<ordo_core::Key> = (0..64).map(|i| format!("k{i}").into()).collect();
+    let a = keys[0].clone();
+    let other = keys.iter().find(|k| topology.shard_of(k) != topology.shard_of(&a)).expect("two shards").clone();
+    let same = keys[1..].iter().find(|k| topology.shard_of(k) == topology.shard_of(&a)).expect("a neighbour").clone();
+    let union = |keys: Vec<ordo_core::Key>| Command::SetAlgebra { op: Combine::Union, keys, destination: None };
+    let refused =
+        |command: &Command| matches!(split(command, &topology), Err(CommandResult::Error(text)) if text == CROSS_SHARD);
+    assert!(refused(&union(vec![a.clone(), other.clone()])));
+    let store = Command::SetAlgebra { op: Combine::Inter, keys: vec![a.clone()], destination: Some(other.clone()) };
+    assert!(refused(&store));
+    assert!(refused(&Command::SetMove { source: a.clone(), destination: other, member: "m".into() }));
+    let whole = split(&union(vec![a, same]), &topology).expect("one shard");
+    assert_eq!(whole.parts.len(), 1);
+}
