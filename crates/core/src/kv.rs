@@ -6,6 +6,9 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use xxhash_rust::xxh3::xxh3_64;
 
+mod keyspace;
+pub use keyspace::scan_hash;
+
 /// What a key's history looks like at one replica, for the replica-agreement check: replicas
 /// that applied the same number of writes to a key must have applied the same writes in the
 /// same order, so their `chain` hashes must be equal.
@@ -13,7 +16,8 @@ use xxhash_rust::xxh3::xxh3_64;
 pub struct KeyDigest {
     /// The key.
     pub key: Key,
-    /// How many writing commands touched the key.
+    /// How many writing commands touched the key (after a FLUSH, counted from a floor above
+    /// every earlier version).
     pub version: u64,
     /// A hash chained over the request ids of those writes, in order.
     pub chain: u64,
@@ -101,6 +105,12 @@ const TOO_LONG: &str = "ERR string exceeds maximum allowed size (proto-max-bulk-
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KvStore {
     entries: BTreeMap<Key, Entry>,
+    // ---- the whole keyspace (`keyspace.rs`) ----
+    /// The floor of reported versions, raised by FLUSH.
+    flushes: keyspace::Flushes,
+    /// SCAN's order over `entries`' keys: derived, rebuilt on restore.
+    #[serde(skip)]
+    index: keyspace::ScanIndex,
 }
 
 impl KvStore {
@@ -122,7 +132,7 @@ impl KvStore {
             keys.iter().filter_map(|key| self.entries.get(key).map(|entry| (key.clone(), entry.clone()))).collect();
         assert!(entries.len() <= keys.len(), "a fork holds only the keys asked for");
         assert!(entries.iter().all(|(key, entry)| self.entries.get(key) == Some(entry)), "forked entries are copies");
-        KvStore { entries }
+        KvStore::from_entries(entries, self.flushes)
     }
 
     /// The string value of a key, if any (tests).
@@ -142,17 +152,17 @@ impl KvStore {
     }
 
     fn exists(&self, key: &Key) -> bool {
-        !matches!(self.entries.get(key).map(|e| &e.data), None | Some(Data::Absent))
+        self.entries.get(key).is_some_and(keyspace::is_live)
     }
 
     fn write(&mut self, request: RequestId, key: &Key, data: Data) {
-        let entry = self.entries.entry(key.clone()).or_insert_with(Entry::new);
+        let entry = self.entry_mut(key);
         entry.data = data;
         entry.record_write(request);
     }
 
     fn hash_mut(&mut self, request: RequestId, key: &Key) -> Result<&mut BTreeMap<Value, Value>, CommandResult> {
-        let entry = self.entries.entry(key.clone()).or_insert_with(Entry::new);
+        let entry = self.entry_mut(key);
         if matches!(entry.data, Data::Absent) {
             entry.data = Data::Hash(BTreeMap::new());
         }
@@ -245,6 +255,10 @@ impl KvStore {
             }
             Command::Transaction { watched, commands } => self.transaction(request, watched, commands),
             Command::Versions { keys } => CommandResult::Versions(keys.iter().map(|key| self.version(key)).collect()),
+            Command::Keyspace(keyspace) => self.keyspace(request, keyspace),
+            Command::Rename { source, destination, only_if_absent } => {
+                self.rename(request, source, destination, *only_if_absent)?
+            }
         })
     }
 
@@ -330,10 +344,11 @@ impl KvStore {
         })
     }
 
-    /// How many writes have changed `key` (0 for a key never written). A delete is a write, so
-    /// the count only grows: WATCH compares it before and after.
+    /// How many writes have changed `key` (0 for a key never written), above the floor a FLUSH
+    /// leaves (`keyspace.rs`). A delete is a write, so the count only grows: WATCH compares it
+    /// before and after.
     fn version(&self, key: &Key) -> u64 {
-        self.entries.get(key).map_or(0, |entry| entry.version)
+        self.flushes.version(self.entries.get(key).map_or(0, |entry| entry.version))
     }
 
     /// MULTI ... EXEC: every command in order, or none when a watched key moved. Each command's
@@ -436,7 +451,9 @@ fn parse_integer(value: &Value) -> Result<i64, CommandResult> {
 
 impl StateMachine for KvStore {
     fn apply(&mut self, request: RequestId, command: &Command) -> CommandResult {
-        self.execute(request, command).unwrap_or_else(|error| error)
+        let result = self.execute(request, command).unwrap_or_else(|error| error);
+        self.check_index();
+        result
     }
 
     fn snapshot(&self) -> Vec<u8> {
@@ -445,13 +462,18 @@ impl StateMachine for KvStore {
 
     fn restore(&mut self, snapshot: &[u8]) -> Result<(), SnapshotError> {
         *self = postcard::from_bytes(snapshot).map_err(|e| SnapshotError(e.to_string()))?;
+        self.reindex();
         Ok(())
     }
 
     fn key_digests(&self) -> Vec<KeyDigest> {
         self.entries
             .iter()
-            .map(|(key, entry)| KeyDigest { key: key.clone(), version: entry.version, chain: entry.chain })
+            .map(|(key, entry)| KeyDigest {
+                key: key.clone(),
+                version: self.flushes.version(entry.version),
+                chain: self.flushes.chain(entry.chain),
+            })
             .collect()
     }
 
@@ -730,6 +752,11 @@ mod tests {
                 (key(), value()).prop_map(|(key, field)| Command::HRead { key, read: HashRead::Exists(field) }),
                 key().prop_map(|key| Command::HRead { key, read: HashRead::Fields }),
                 key().prop_map(|key| Command::Type { key }),
+                (key(), key(), any::<bool>()).prop_map(|(source, destination, only_if_absent)| Command::Rename {
+                    source,
+                    destination,
+                    only_if_absent
+                }),
             ]
         }
 
@@ -742,7 +769,10 @@ mod tests {
             /// fork of their keys (plus a random extra key) and on a full clone.
             #[test]
             fn a_fork_speculates_like_a_full_copy(
-                history in prop::collection::vec(command(), 0..30),
+                history in prop::collection::vec(
+                    prop_oneof![9 => command(), 1 => Just(Command::Keyspace(crate::command::Keyspace::Flush))],
+                    0..30,
+                ),
                 speculative in prop::collection::vec(command(), 1..8),
                 extra in key(),
             ) {
