@@ -114,6 +114,24 @@ pub const COMMANDS: &[CommandSpec] = &[
     replicated("HEXISTS", 3, "`HEXISTS key field`"),
     replicated("HSTRLEN", 3, "`HSTRLEN key field`"),
     replicated("TYPE", 2, "`TYPE key`: `string`, `hash` or `none`"),
+    // ---- the whole keyspace, and renames (`keyspace.rs`) ----
+    replicated("KEYS", 2, "`KEYS pattern`: every key matching the glob pattern, in key order"),
+    replicated(
+        "SCAN",
+        -2,
+        "`SCAN cursor [MATCH pattern] [COUNT count] [TYPE type]`: keys in the order of a fixed hash; every key present for the whole walk is returned",
+    ),
+    replicated("DBSIZE", 1, "`DBSIZE`: how many keys exist"),
+    replicated("FLUSHDB", -1, "`FLUSHDB [ASYNC|SYNC]`: delete every key (there is one database)"),
+    replicated("FLUSHALL", -1, "`FLUSHALL [ASYNC|SYNC]`: delete every key"),
+    replicated(
+        "RANDOMKEY",
+        1,
+        "`RANDOMKEY`: a key, picked by a seed the gateway draws, so every replica picks the same",
+    ),
+    replicated("RENAME", 3, "`RENAME key newkey`: move the value, replacing newkey's"),
+    replicated("RENAMENX", 3, "`RENAMENX key newkey`: `1` when moved, `0` when newkey exists"),
+    replicated("UNLINK", -2, "`UNLINK key ...`: as DEL"),
 ];
 
 /// The table entry of a command, by its upper-case name.
