@@ -49,7 +49,10 @@ pub const CROSS_SHARD: &str = "CROSSSLOT Keys in request don't hash to the same 
 /// on every key would need a clock above every key's, a promise from every key of every shard
 /// and a place in every key's queue, including keys that do not exist yet: a protocol of its
 /// own, not an option of this one.
-pub const KEYSPACE_REFUSED: &str = "ERR keyspace commands (KEYS, SCAN, DBSIZE, FLUSHDB, FLUSHALL, RANDOMKEY) are not supported by Tempo, which orders commands per key";
+pub const KEYSPACE_REFUSED: &str = concat!(
+    "ERR keyspace commands (KEYS, SCAN, DBSIZE, FLUSHDB, FLUSHALL, RANDOMKEY) ",
+    "are not supported by Tempo, which orders commands per key"
+);
 
 /// Tempo's answer to a command that names no key: no shard, no clock, no queue would hold it.
 pub const NO_KEY_REFUSED: &str = "ERR a command with no key cannot be ordered by Tempo";
