@@ -16,6 +16,8 @@ mod sorted;
 pub use list::{LPOS_RANK_ZERO, ListEnd, ListOp};
 pub use set::{Combine, SetOp};
 pub use sorted::{AddOptions, Compare, LexBound, Range, RangeBy, Score, ScoreBound, SortedOp};
+pub mod keyspace;
+pub use keyspace::Keyspace;
 
 /// A key of the store.
 pub type Key = Bytes;
@@ -323,6 +325,21 @@ pub enum Command {
         /// The amount, as the client wrote it.
         delta: Value,
     },
+    // ---- the whole keyspace, and renames (see `keyspace`) ----
+    /// KEYS, SCAN, DBSIZE, FLUSHDB/FLUSHALL, RANDOMKEY: commands that touch every key
+    /// ([`Command::touches_every_key`]).
+    Keyspace(Keyspace),
+    /// RENAME (returns Ok) or, with `only_if_absent`, RENAMENX (returns 1, or 0 when
+    /// `destination` exists): moves `source`'s value to `destination`, replacing what was there;
+    /// an error when `source` does not exist.
+    Rename {
+        /// The key moved from.
+        source: Key,
+        /// The key moved to.
+        destination: Key,
+        /// RENAMENX: only when `destination` does not exist.
+        only_if_absent: bool,
+    },
 }
 
 /// The result of executing a command.
@@ -366,6 +383,7 @@ impl Command {
         ) || matches!(self, Command::Timed { command, .. } if command.is_read_only())
             || matches!(self, Command::Transaction { commands, .. } if commands.iter().all(Command::is_read_only))
             || self.collection_is_read_only()
+            || matches!(self, Command::Keyspace(keyspace) if keyspace.is_read_only())
     }
 
     /// Calls `visit` once for every key the command names, in the command's order (a key named
@@ -418,6 +436,12 @@ impl Command {
                 commands.iter().for_each(|command| command.visit_keys(visit));
             }
             Command::Timed { command, .. } => command.visit_keys(visit),
+            // No list of keys: `touches_every_key` says it touches them all.
+            Command::Keyspace(_) => {}
+            Command::Rename { source, destination, .. } => {
+                visit(source);
+                visit(destination);
+            }
         }
     }
 
@@ -429,10 +453,14 @@ impl Command {
     }
 
     /// True when executing the two commands in either order gives the same results and state:
-    /// they share no key, or both only read.
+    /// they share no key, or both only read. A command that touches every key shares a key
+    /// with every command.
     pub fn commutes_with(&self, other: &Command) -> bool {
         if self.is_read_only() && other.is_read_only() {
             return true;
+        }
+        if self.touches_every_key() || other.touches_every_key() {
+            return false;
         }
         let mut shared = false;
         self.for_each_key(|mine| other.for_each_key(|theirs| shared |= mine == theirs));
@@ -479,6 +507,9 @@ impl Command {
             Command::Sorted { op, .. } => op.name(),
             Command::IncrByFloat { .. } => "incrbyfloat",
             Command::HIncrByFloat { .. } => "hincrbyfloat",
+            Command::Keyspace(keyspace) => keyspace.name(),
+            Command::Rename { only_if_absent: false, .. } => "rename",
+            Command::Rename { only_if_absent: true, .. } => "renamenx",
         }
     }
 

@@ -17,6 +17,8 @@ mod sorted;
 #[cfg(test)]
 mod tests_collections;
 pub use set::RANDOM_MEMBERS_MAX;
+mod keyspace;
+pub use keyspace::scan_hash;
 
 /// What a key's history looks like at one replica, for the replica-agreement check: replicas
 /// that applied the same number of writes to a key must have applied the same writes in the
@@ -25,7 +27,8 @@ pub use set::RANDOM_MEMBERS_MAX;
 pub struct KeyDigest {
     /// The key.
     pub key: Key,
-    /// How many writing commands touched the key.
+    /// How many writing commands touched the key (after a FLUSH, counted from a floor above
+    /// every earlier version).
     pub version: u64,
     /// A hash chained over the request ids of those writes, in order.
     pub chain: u64,
@@ -124,6 +127,12 @@ pub struct KvStore {
     /// and for unstamped ones, which see nothing expired.
     #[serde(skip)]
     now: Option<i64>,
+    // ---- the whole keyspace (`keyspace.rs`) ----
+    /// The floor of reported versions, raised by FLUSH.
+    flushes: keyspace::Flushes,
+    /// SCAN's order over `entries`' keys: derived, rebuilt on restore.
+    #[serde(skip)]
+    index: keyspace::ScanIndex,
 }
 
 impl KvStore {
@@ -145,7 +154,7 @@ impl KvStore {
             keys.iter().filter_map(|key| self.entries.get(key).map(|entry| (key.clone(), entry.clone()))).collect();
         assert!(entries.len() <= keys.len(), "a fork holds only the keys asked for");
         assert!(entries.iter().all(|(key, entry)| self.entries.get(key) == Some(entry)), "forked entries are copies");
-        KvStore { entries, now: None }
+        KvStore::from_entries(entries, self.flushes)
     }
 
     /// The string value of a key, if any (tests).
@@ -175,13 +184,13 @@ impl KvStore {
     }
 
     fn exists(&self, key: &Key) -> bool {
-        !matches!(self.data(key), None | Some(Data::Absent))
+        self.live(key).is_some_and(keyspace::is_live)
     }
 
     /// Changes a key's value, keeping its expiry (as INCR, APPEND or HSET do) unless the key
     /// is deleted.
     fn write(&mut self, request: RequestId, key: &Key, data: Data) {
-        let entry = self.entries.entry(key.clone()).or_insert_with(Entry::new);
+        let entry = self.entry_mut(key);
         if matches!(data, Data::Absent) {
             entry.expires = None;
         }
@@ -196,7 +205,7 @@ impl KvStore {
     }
 
     fn hash_mut(&mut self, request: RequestId, key: &Key) -> Result<&mut BTreeMap<Value, Value>, CommandResult> {
-        let entry = self.entries.entry(key.clone()).or_insert_with(Entry::new);
+        let entry = self.entry_mut(key);
         if matches!(entry.data, Data::Absent) {
             entry.data = Data::Hash(BTreeMap::new());
         }
@@ -323,20 +332,19 @@ impl KvStore {
             | Command::HSetNx { .. }
             | Command::HMGet { .. }
             | Command::HRead { .. } => self.execute_hash(request, command)?,
-            Command::Type { key } => CommandResult::Value(Value::from_static(match self.data(key) {
-                None | Some(Data::Absent) => b"none",
-                Some(Data::Text(_)) => b"string",
-                Some(Data::Hash(_)) => b"hash",
-                Some(Data::List(_)) => b"list",
-                Some(Data::Set(_)) => b"set",
-                Some(Data::Sorted(_)) => b"zset",
-            })),
+            Command::Type { key } => CommandResult::Value(Value::from_static(
+                self.data(key).and_then(keyspace::type_name).unwrap_or("none").as_bytes(),
+            )),
             Command::Versions { keys } => CommandResult::Versions(keys.iter().map(|key| self.version(key)).collect()),
             Command::Expire { .. } | Command::Ttl { .. } | Command::Persist { .. } => {
                 self.execute_expiry(request, command)
             }
             Command::Transaction { .. } | Command::Timed { .. } | Command::ExpireSweep { .. } => {
                 unreachable!("{} is executed by `execute`", command.name())
+            }
+            Command::Keyspace(keyspace) => self.keyspace(request, keyspace),
+            Command::Rename { source, destination, only_if_absent } => {
+                self.rename(request, source, destination, *only_if_absent)?
             }
             // Lists, sets, sorted sets and float increments (`kv/collections.rs`).
             collection => self.execute_collection(request, collection)?,
@@ -465,10 +473,11 @@ impl KvStore {
         })
     }
 
-    /// How many writes have changed `key` (0 for a key never written). A delete is a write, so
-    /// the count only grows: WATCH compares it before and after.
+    /// How many writes have changed `key` (0 for a key never written), above the floor a FLUSH
+    /// leaves (`keyspace.rs`). A delete is a write, so the count only grows: WATCH compares it
+    /// before and after.
     fn version(&self, key: &Key) -> u64 {
-        self.entries.get(key).map_or(0, |entry| entry.version)
+        self.flushes.version(self.entries.get(key).map_or(0, |entry| entry.version))
     }
 
     /// MULTI ... EXEC: every command in order, or none when a watched key moved. Each command's
@@ -586,7 +595,9 @@ fn parse_integer(value: &Value) -> Result<i64, CommandResult> {
 
 impl StateMachine for KvStore {
     fn apply(&mut self, request: RequestId, command: &Command) -> CommandResult {
-        self.execute(request, command).unwrap_or_else(|error| error)
+        let result = self.execute(request, command).unwrap_or_else(|error| error);
+        self.check_index();
+        result
     }
 
     fn snapshot(&self) -> Vec<u8> {
@@ -595,13 +606,18 @@ impl StateMachine for KvStore {
 
     fn restore(&mut self, snapshot: &[u8]) -> Result<(), SnapshotError> {
         *self = postcard::from_bytes(snapshot).map_err(|e| SnapshotError(e.to_string()))?;
+        self.reindex();
         Ok(())
     }
 
     fn key_digests(&self) -> Vec<KeyDigest> {
         self.entries
             .iter()
-            .map(|(key, entry)| KeyDigest { key: key.clone(), version: entry.version, chain: entry.chain })
+            .map(|(key, entry)| KeyDigest {
+                key: key.clone(),
+                version: self.flushes.version(entry.version),
+                chain: self.flushes.chain(entry.chain),
+            })
             .collect()
     }
 
@@ -1017,6 +1033,11 @@ mod tests {
                 (key(), value()).prop_map(|(key, field)| Command::HRead { key, read: HashRead::Exists(field) }),
                 key().prop_map(|key| Command::HRead { key, read: HashRead::Fields }),
                 key().prop_map(|key| Command::Type { key }),
+                (key(), key(), any::<bool>()).prop_map(|(source, destination, only_if_absent)| Command::Rename {
+                    source,
+                    destination,
+                    only_if_absent
+                }),
             ]
         }
 
@@ -1029,7 +1050,10 @@ mod tests {
             /// fork of their keys (plus a random extra key) and on a full clone.
             #[test]
             fn a_fork_speculates_like_a_full_copy(
-                history in prop::collection::vec(command(), 0..30),
+                history in prop::collection::vec(
+                    prop_oneof![9 => command(), 1 => Just(Command::Keyspace(crate::command::Keyspace::Flush))],
+                    0..30,
+                ),
                 speculative in prop::collection::vec(command(), 1..8),
                 extra in key(),
             ) {

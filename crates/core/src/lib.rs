@@ -4,6 +4,7 @@
 //! - [`time`]: clock readings with an error bound, and the [`time::Clock`] trait.
 //! - [`command`]: the key-value commands, their results and the keys each touches.
 //! - [`kv`]: the [`kv::StateMachine`] trait and the built-in key-value store.
+//! - [`glob`]: Redis' glob patterns (KEYS, SCAN MATCH, CONFIG GET).
 //! - [`node`]: the sans-IO node interface: a [`node::Protocol`] names its message, timer and
 //!   durable-record types; a [`node::Node`] takes one input with the local clock reading and
 //!   appends effects to an [`node::Outbox`] the driver owns.
@@ -14,6 +15,7 @@
 
 pub mod command;
 pub mod driver;
+pub mod glob;
 pub mod ids;
 pub mod kv;
 pub mod node;

@@ -11,6 +11,7 @@
 //!   answers itself: HELLO, AUTH, CLIENT, CONFIG, INFO.
 //! - [`transaction`]: MULTI/EXEC/DISCARD and WATCH/UNWATCH; a transaction is one replicated
 //!   command.
+//! - [`keyspace`]: KEYS, SCAN, DBSIZE, FLUSHDB/FLUSHALL, RANDOMKEY, RENAME/RENAMENX and UNLINK.
 //!
 //! SET's EX/PX/EXAT/PXAT/KEEPTTL options are rejected with an error: expiry is not part of the
 //! replicated state machine (a deterministic expiry would need the command to carry a
@@ -18,6 +19,7 @@
 
 pub mod expiry;
 mod expiry_commands;
+pub mod keyspace;
 pub mod pipeline;
 pub mod session;
 pub mod table;
@@ -52,6 +54,8 @@ pub enum Shape {
     Flag,
     /// TYPE: the value as a status line (`+string`).
     Status,
+    /// SCAN: `[cursor, [keys]]` from the values the store returns (`keyspace`).
+    Scan,
 }
 
 /// What the gateway does with one request.
@@ -306,7 +310,7 @@ fn plan_replicated(name: &str, rest: &[Bytes]) -> Action {
         "HSTRLEN" => plain(Command::HRead { key: key(0), read: HashRead::StrLen(key(1)) }),
         "TYPE" => Action::Replicate(Command::Type { key: key(0) }, Shape::Status),
         "MSET" | "MSETNX" | "HSET" | "HMSET" => wrong_args(name),
-        _ => error(format!("ERR unknown command '{name}'")),
+        _ => keyspace::plan(name, rest),
     }
 }
 
@@ -323,6 +327,8 @@ pub fn reply(outcome: Outcome, shape: Shape) -> Reply {
                 text.split(' ').next().is_some_and(|w| !w.is_empty() && w.chars().all(|c| c.is_ascii_uppercase()));
             Reply::Error(if starts_upper { text } else { format!("ERR {text}") })
         }
+        (CommandResult::Values(values), Shape::Scan) => keyspace::scan_reply(values),
+        (other, Shape::Scan) => keyspace::scan_unexpected(&other),
         (_, Shape::Ok) => Reply::Simple("OK"),
         (CommandResult::Ok, Shape::Flag) => Reply::Integer(1),
         (CommandResult::Nil, Shape::Flag) => Reply::Integer(0),
@@ -464,7 +470,8 @@ pub(crate) mod tests {
             plan_words("SET k v NX"),
             Action::Replicate(Command::Set { condition: SetCondition::IfAbsent, .. }, _)
         ));
-        assert!(matches!(plan_words("FLUSHALL"), Action::Reply(Reply::Error(e)) if e.contains("unknown command")));
+        assert!(matches!(plan_words("FLUSHALL"), Action::Replicate(Command::Keyspace(_), Shape::Plain)));
+        assert!(matches!(plan_words("NOSUCH"), Action::Reply(Reply::Error(e)) if e.contains("unknown command")));
         assert!(matches!(plan_words("GET"), Action::Reply(Reply::Error(e)) if e.contains("wrong number")));
         assert!(matches!(plan_words("MSET a 1 b"), Action::Reply(Reply::Error(e)) if e.contains("'mset'")));
         assert!(matches!(plan_words("HSET h a"), Action::Reply(Reply::Error(e)) if e.contains("'hset'")));

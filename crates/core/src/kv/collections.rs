@@ -8,7 +8,7 @@
 //!   not attempts; a key that was never written leaves no entry behind.
 
 use super::sorted::SortedSet;
-use super::{Data, Entry, KvStore, WRONG_TYPE};
+use super::{Data, KvStore, WRONG_TYPE};
 use crate::command::{Command, CommandResult, Key, Value};
 use crate::ids::RequestId;
 use std::collections::{BTreeSet, VecDeque};
@@ -117,7 +117,7 @@ impl KvStore {
         key: &Key,
         change: impl FnOnce(&mut C) -> (CommandResult, bool),
     ) -> Result<CommandResult, CommandResult> {
-        let entry = self.entries.entry(key.clone()).or_insert_with(Entry::new);
+        let entry = self.entry_mut(key);
         if matches!(entry.data, Data::Absent) {
             entry.data = C::default().into_data();
         }
@@ -132,7 +132,7 @@ impl KvStore {
         }
         if entry.version == 0 {
             assert!(matches!(entry.data, Data::Absent), "a key holding data has been written");
-            self.entries.remove(key);
+            self.forget(key);
         }
         Ok(result)
     }

@@ -386,46 +386,8 @@ pub fn config(rest: &[Bytes], facts: &ServerFacts) -> Action {
     }
 }
 
-/// Redis' glob (`*`, `?`, `[...]` with ranges and `^`, `\` escapes), on bytes.
-pub fn glob_match(pattern: &[u8], text: &[u8]) -> bool {
-    match pattern.split_first() {
-        None => text.is_empty(),
-        Some((b'*', rest)) => (0..=text.len()).any(|skip| glob_match(rest, &text[skip..])),
-        Some((b'?', rest)) => !text.is_empty() && glob_match(rest, &text[1..]),
-        Some((b'[', rest)) => {
-            let Some((&first, tail)) = text.split_first() else { return false };
-            let Some(close) = rest.iter().skip(1).position(|&b| b == b']').map(|p| p + 1) else {
-                return first == b'[' && glob_match(rest, tail);
-            };
-            let (negated, class) = match rest[..close].split_first() {
-                Some((b'^', class)) => (true, class),
-                _ => (false, &rest[..close]),
-            };
-            class_contains(class, first) != negated && glob_match(&rest[close + 1..], tail)
-        }
-        Some((b'\\', [escaped, rest @ ..])) => text.first() == Some(escaped) && glob_match(rest, &text[1..]),
-        Some((&literal, rest)) => text.first() == Some(&literal) && glob_match(rest, &text[1..]),
-    }
-}
-
-fn class_contains(class: &[u8], byte: u8) -> bool {
-    let mut at = 0;
-    while at < class.len() {
-        if class.get(at + 1) == Some(&b'-') && at + 2 < class.len() {
-            let (low, high) = (class[at].min(class[at + 2]), class[at].max(class[at + 2]));
-            if (low..=high).contains(&byte) {
-                return true;
-            }
-            at += 3;
-        } else {
-            if class[at] == byte {
-                return true;
-            }
-            at += 1;
-        }
-    }
-    false
-}
+/// Redis' glob patterns, shared with the store's KEYS and SCAN MATCH.
+pub use ordo_core::glob::glob_match;
 
 /// `INFO [section ...]`: Redis' sections the gateway can fill truthfully, and `# ordo`.
 pub fn info(rest: &[Bytes], context: &Context) -> Action {

@@ -130,6 +130,24 @@ pub const COMMANDS: &[CommandSpec] = &[
     replicated("PEXPIRETIME", 2, "`PEXPIRETIME key`: the Unix time in milliseconds"),
     replicated("PERSIST", 2, "`PERSIST key`: the key no longer expires"),
     gateway("TIME", 1, "`TIME`: the gateway's clock, the one that stamps commands for expiry"),
+    // ---- the whole keyspace, and renames (`keyspace.rs`) ----
+    replicated("KEYS", 2, "`KEYS pattern`: every key matching the glob pattern, in key order"),
+    replicated(
+        "SCAN",
+        -2,
+        "`SCAN cursor [MATCH pattern] [COUNT count] [TYPE type]`: keys in the order of a fixed hash; every key present for the whole walk is returned",
+    ),
+    replicated("DBSIZE", 1, "`DBSIZE`: how many keys exist"),
+    replicated("FLUSHDB", -1, "`FLUSHDB [ASYNC|SYNC]`: delete every key (there is one database)"),
+    replicated("FLUSHALL", -1, "`FLUSHALL [ASYNC|SYNC]`: delete every key"),
+    replicated(
+        "RANDOMKEY",
+        1,
+        "`RANDOMKEY`: a key, picked by a seed the gateway draws, so every replica picks the same",
+    ),
+    replicated("RENAME", 3, "`RENAME key newkey`: move the value, replacing newkey's"),
+    replicated("RENAMENX", 3, "`RENAMENX key newkey`: `1` when moved, `0` when newkey exists"),
+    replicated("UNLINK", -2, "`UNLINK key ...`: as DEL"),
 ];
 
 /// The table entry of a command, by its upper-case name.

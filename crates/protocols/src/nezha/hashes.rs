@@ -13,6 +13,7 @@ use xxhash_rust::xxh3::{xxh3_64, xxh3_64_with_seed};
 
 /// Buckets of the commutativity table.
 pub const BUCKETS: usize = 4096;
+const _: () = assert!(BUCKETS <= u16::MAX as usize + 1, "a bucket number fits a Footprint's u16");
 
 /// The hash of one log entry: of its deadline, client and request number (paper: SHA1 of the
 /// same three fields; collisions are assumed away as in the paper).
@@ -43,11 +44,15 @@ pub struct Footprint {
     pub write: bool,
 }
 
-/// The footprint of `command`: its keys' buckets, or the single bucket 0 as a write when the
-/// commutativity optimisation is off.
+/// The footprint of `command`: its keys' buckets, every bucket for a command that touches
+/// every key (KEYS, FLUSHALL, ...: it must follow, and its reply hash cover, the writes on
+/// every key), or the single bucket 0 as a write when the commutativity optimisation is off.
 pub fn footprint(command: &Command, commutativity: bool) -> Footprint {
     if !commutativity {
         return Footprint { buckets: vec![0], write: true };
+    }
+    if command.touches_every_key() {
+        return Footprint { buckets: (0..BUCKETS as u16).collect(), write: !command.is_read_only() };
     }
     let mut buckets = Vec::new();
     command.for_each_key(|key| buckets.push((xxh3_64(key) % BUCKETS as u64) as u16));
@@ -253,5 +258,34 @@ mod tests {
         // A read must follow writes only: a read at 150 < 200 (the read) is still eligible.
         assert!(on.eligible(&print, 150));
         assert!(!on.eligible(&on.footprint(&Command::set("x", "2")), 150));
+    }
+
+    #[test]
+    fn keyspace_commands_cover_every_bucket() {
+        // Goal: a command touching every key conflicts, in the table, with every command it does
+        // not commute with: KEYS reads every bucket (it must follow a released write on any key,
+        // its reply hash covers that write, a read on any key may still pass it), and FLUSHALL
+        // writes every bucket (nothing on any key may be released below it).
+        use ordo_core::command::Keyspace;
+        let keys = Command::Keyspace(Keyspace::Keys { pattern: "*".into() });
+        let flush = Command::Keyspace(Keyspace::Flush);
+        let mut table = ConflictTable::new(true);
+        let keys_print = table.footprint(&keys);
+        assert_eq!(keys_print.buckets.len(), BUCKETS);
+        assert!(!keys_print.write);
+        assert!(table.footprint(&flush).write);
+        let write = entry(1, 100, Command::set("anything", "1"));
+        let cv = vec![0, 0, 0];
+        let before = table.reply_hash(&keys_print, &cv);
+        let write_print = table.footprint(&write.command);
+        table.add(&write, &write_print);
+        assert!(!table.eligible(&keys_print, 50), "KEYS follows a write on any key");
+        assert_ne!(table.reply_hash(&keys_print, &cv), before, "KEYS' reply hash covers it");
+        table.add(&entry(2, 200, keys.clone()), &keys_print);
+        assert!(table.eligible(&table.footprint(&Command::get("other")), 150), "two reads commute");
+        assert!(!table.eligible(&table.footprint(&Command::set("other", "1")), 150), "a write follows KEYS");
+        let flush_print = table.footprint(&flush);
+        table.add(&entry(3, 300, flush), &flush_print);
+        assert!(!table.eligible(&table.footprint(&Command::get("other")), 250), "a read follows FLUSHALL");
     }
 }

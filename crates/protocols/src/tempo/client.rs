@@ -40,13 +40,31 @@ pub struct Split {
 
 /// Redis Cluster's answer to a command whose keys live in several shards, which ordo gives for
 /// the commands it cannot split: a transaction (and WATCH's version read) must decide, and
-/// abort, at one point of one shard's order (and MSETNX its all-or-nothing).
+/// abort, at one point of one shard's order (and MSETNX its all-or-nothing, RENAME its move).
 pub const CROSS_SHARD: &str = "CROSSSLOT Keys in request don't hash to the same slot";
+
+/// Tempo's answer to a command over the whole keyspace (KEYS, SCAN, DBSIZE, FLUSHALL,
+/// RANDOMKEY, or a transaction holding one). Tempo orders commands per key: per-key clocks,
+/// promises and execution queues, and shards that never hear of one another's keys. A command
+/// on every key would need a clock above every key's, a promise from every key of every shard
+/// and a place in every key's queue, including keys that do not exist yet: a protocol of its
+/// own, not an option of this one.
+pub const KEYSPACE_REFUSED: &str = concat!(
+    "ERR keyspace commands (KEYS, SCAN, DBSIZE, FLUSHDB, FLUSHALL, RANDOMKEY) ",
+    "are not supported by Tempo, which orders commands per key"
+);
+
+/// Tempo's answer to a command that names no key: no shard, no clock, no queue would hold it.
+pub const NO_KEY_REFUSED: &str = "ERR a command with no key cannot be ordered by Tempo";
 
 /// Splits a command into one part per shard its keys fall in; a transaction, a WATCH, an
 /// MSETNX, a SINTER/SUNION/SDIFF (or STORE) or an SMOVE over several shards is refused with
-/// [`CROSS_SHARD`].
+/// [`CROSS_SHARD`], a command over the whole keyspace with [`KEYSPACE_REFUSED`], a command
+/// naming no key with [`NO_KEY_REFUSED`].
 pub fn split(command: &Command, topology: &Topology) -> Result<Split, CommandResult> {
+    if command.touches_every_key() {
+        return Err(CommandResult::Error(KEYSPACE_REFUSED.into()));
+    }
     // A stamped command splits as its inner command, and each part keeps the stamp.
     if let Command::Timed { now_ms, command } = command {
         let mut split = split(command, topology)?;
@@ -58,8 +76,11 @@ pub fn split(command: &Command, topology: &Topology) -> Result<Split, CommandRes
     command.for_each_key(|key| shards.push(shard_of(key)));
     shards.sort_unstable();
     shards.dedup();
-    if shards.len() <= 1 {
-        let part = (shards.first().copied().unwrap_or(0), command.clone());
+    let Some(&first) = shards.first() else {
+        return Err(CommandResult::Error(NO_KEY_REFUSED.into()));
+    };
+    if shards.len() == 1 {
+        let part = (first, command.clone());
         return Ok(Split { parts: vec![part], merge: Merge::Single });
     }
     let mut grouped: BTreeMap<u32, Vec<Key>> = BTreeMap::new();
@@ -94,7 +115,7 @@ pub fn split(command: &Command, topology: &Topology) -> Result<Split, CommandRes
             let parts = by_shard.into_iter().map(|(s, pairs)| (s, Command::MSet { pairs })).collect();
             Split { parts, merge: Merge::Ok }
         }
-        Command::Transaction { .. } | Command::Versions { .. } | Command::MSetNx { .. } => {
+        Command::Transaction { .. } | Command::Versions { .. } | Command::MSetNx { .. } | Command::Rename { .. } => {
             return Err(CommandResult::Error(CROSS_SHARD.into()));
         }
         // Their result needs every set at once (and SMOVE is all or nothing), as in Redis Cluster.

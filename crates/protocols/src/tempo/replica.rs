@@ -363,6 +363,10 @@ impl Replica {
         if keys == 0 || foreign {
             return Err("payload with keys outside our shard");
         }
+        // Clients refuse these (`client::KEYSPACE_REFUSED`); per-key ordering cannot run them.
+        if payload.parts[index].touches_every_key() {
+            return Err("payload touching every key");
+        }
         Ok(())
     }
 

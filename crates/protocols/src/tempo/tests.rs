@@ -752,3 +752,52 @@ fn set_commands_over_several_shards_are_refused() {
     let whole = split(&union(vec![a, same]), &topology).expect("one shard");
     assert_eq!(whole.parts.len(), 1);
 }
+
+#[test]
+fn keyspace_commands_are_refused_before_they_take_a_number() {
+    // Goal: KEYS, FLUSHALL (bare or in a transaction) and a command naming no key never reach a
+    // replica (whose per-key clocks and queues cannot order them): the client answers Tempo's
+    // refusal at once, sends nothing, and its next command still takes number 1.
+    let mut s = Scenario::new(1, 3, 1, 1);
+    let client = s.client();
+    let flush = Command::Keyspace(ordo_core::command::Keyspace::Flush);
+    let refused = [
+        (
+            Command::Keyspace(ordo_core::command::Keyspace::Keys { pattern: "*".into() }),
+            super::client::KEYSPACE_REFUSED,
+        ),
+        (flush.clone(), super::client::KEYSPACE_REFUSED),
+        (
+            Command::Transaction { watched: Vec::new(), commands: vec![Command::set("k", "v"), flush] },
+            super::client::KEYSPACE_REFUSED,
+        ),
+        (Command::Del { keys: Vec::new() }, super::client::NO_KEY_REFUSED),
+    ];
+    let mut ops = Vec::new();
+    for (command, _) in &refused {
+        ops.push(s.submit(client, command.clone()));
+    }
+    s.deliver_all();
+    let expected: Vec<(u64, CommandResult)> =
+        ops.iter().zip(&refused).map(|(&op, (_, text))| (op, CommandResult::Error(text.to_string()))).collect();
+    assert_eq!(s.completions(), expected);
+    assert!(s.sent().is_empty() || s.sent().iter().all(|e| e.from != client), "the client sent nothing");
+    s.submit(client, Command::set("k", "v"));
+    s.deliver_all();
+    s.run_ms(5);
+    assert!(s.state(s.shard(0)[0]).instances.contains_key(&dot(client, 1)), "no gap in the numbers");
+}
+
+#[test]
+fn rename_across_shards_is_crossslot() {
+    // Goal: RENAME moves a value at one point of one shard's order, so over two shards the
+    // client refuses it as Redis Cluster does, instead of splitting it.
+    let mut s = Scenario::new(2, 3, 1, 1);
+    let shard_of = |k: &str| ordo_core::shard_of_key(k.as_bytes(), 2);
+    let k0 = (0..100).map(|i| format!("k{i}")).find(|k| shard_of(k) == 0).unwrap();
+    let k1 = (0..100).map(|i| format!("k{i}")).find(|k| shard_of(k) == 1).unwrap();
+    let client = s.client();
+    let op = s.submit(client, Command::Rename { source: k0.into(), destination: k1.into(), only_if_absent: false });
+    s.deliver_all();
+    assert_eq!(s.completions(), vec![(op, CommandResult::Error(super::client::CROSS_SHARD.into()))]);
+}

@@ -143,24 +143,3 @@ fn info_has_the_ordo_section() {
     let Reply::Verbatim(text) = answer(&gateway, id, "INFO ordo") else { panic!("text") };
     assert!(text.starts_with("# ordo\r\n") && !text.contains("# Server"));
 }
-
-#[test]
-fn glob_matches_as_redis_does() {
-    // Goal: the pattern language of CONFIG GET (and Redis' KEYS) against a few known cases.
-    for (pattern, text, expected) in [
-        ("*", "maxclients", true),
-        ("max*", "maxclients", true),
-        ("*clients", "maxclients", true),
-        ("p?rt", "port", true),
-        ("p?rt", "prt", false),
-        ("[pb]ort", "bort", true),
-        ("[^p]ort", "port", false),
-        ("[a-c]x", "bx", true),
-        ("\\*", "*", true),
-        ("\\*", "a", false),
-        ("[", "[", true),
-        ("", "", true),
-    ] {
-        assert_eq!(glob_match(pattern.as_bytes(), text.as_bytes()), expected, "{pattern} vs {text}");
-    }
-}
