@@ -11,11 +11,14 @@
 //!   answers itself: HELLO, AUTH, CLIENT, CONFIG, INFO.
 //! - [`transaction`]: MULTI/EXEC/DISCARD and WATCH/UNWATCH; a transaction is one replicated
 //!   command.
+//! - [`collections`]: lists, sets, sorted sets, INCRBYFLOAT and HINCRBYFLOAT, and their reply
+//!   shapes.
 //!
 //! SET's EX/PX/EXAT/PXAT/KEEPTTL options are rejected with an error: expiry is not part of the
 //! replicated state machine (a deterministic expiry would need the command to carry a
 //! timestamp chosen by the gateway).
 
+pub mod collections;
 pub mod pipeline;
 pub mod session;
 pub mod table;
@@ -26,6 +29,8 @@ use crate::resp::{Reply, RespVersion};
 use bytes::Bytes;
 use ordo_core::command::{HashRead, SetCondition};
 use ordo_core::{Command, CommandResult};
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
 use session::{Clients, Context, ServerFacts};
 use std::cell::RefCell;
 use std::net::SocketAddr;
@@ -50,6 +55,8 @@ pub enum Shape {
     Flag,
     /// TYPE: the value as a status line (`+string`).
     Status,
+    /// A list, set or sorted-set reply ([`collections::Form`]).
+    Collection(collections::Form),
 }
 
 /// What the gateway does with one request.
@@ -87,12 +94,20 @@ pub struct Gateway {
     facts: ServerFacts,
     clients: RefCell<Clients>,
     started: Instant,
+    /// Draws each request's seed (SPOP and SRANDMEMBER choose with it at every replica); the
+    /// gateway never runs in the simulator, so it may start from the OS' entropy.
+    seeds: RefCell<ChaCha8Rng>,
 }
 
 impl Gateway {
     /// A gateway with no connection yet.
     pub fn new(facts: ServerFacts) -> Gateway {
-        Gateway { facts, clients: RefCell::new(Clients::default()), started: Instant::now() }
+        Gateway {
+            facts,
+            clients: RefCell::new(Clients::default()),
+            started: Instant::now(),
+            seeds: RefCell::new(rand::make_rng()),
+        }
     }
 
     /// Registers a connection; returns its id.
@@ -116,7 +131,8 @@ impl Gateway {
         let mut clients = self.clients.borrow_mut();
         // Before planning, as Redis does: CLIENT INFO shows itself as the last command.
         clients.touch(id, shown_name(args), now);
-        let mut context = Context { facts: &self.facts, clients: &mut clients, id, started: self.started, now };
+        let seed = self.seeds.borrow_mut().next_u64();
+        let mut context = Context { facts: &self.facts, clients: &mut clients, id, started: self.started, now, seed };
         plan(args, &mut context)
     }
 }
@@ -176,7 +192,9 @@ fn dispatch(name: &'static str, rest: &[Bytes], context: &mut Context) -> Action
         "UNWATCH" => Action::Unwatch(Reply::Simple("OK")),
         _ => match table::lookup(name).expect("checked").kind {
             Kind::Gateway => plan_gateway(name, rest, context),
-            Kind::Replicated => plan_replicated(name, rest),
+            Kind::Replicated => {
+                collections::plan(name, rest, context.seed).unwrap_or_else(|| plan_replicated(name, rest))
+            }
         },
     }
 }
@@ -320,12 +338,16 @@ pub fn reply(outcome: Outcome, shape: Shape) -> Reply {
                 text.split(' ').next().is_some_and(|w| !w.is_empty() && w.chars().all(|c| c.is_ascii_uppercase()));
             Reply::Error(if starts_upper { text } else { format!("ERR {text}") })
         }
+        (result, Shape::Collection(form)) => collections::reply(result, form),
         (_, Shape::Ok) => Reply::Simple("OK"),
         (CommandResult::Ok, Shape::Flag) => Reply::Integer(1),
         (CommandResult::Nil, Shape::Flag) => Reply::Integer(0),
         (CommandResult::Value(kind), Shape::Status) => Reply::Simple(match kind.as_ref() {
             b"string" => "string",
             b"hash" => "hash",
+            b"list" => "list",
+            b"set" => "set",
+            b"zset" => "zset",
             _ => "none",
         }),
         (CommandResult::Ok, _) => Reply::Simple("OK"),
