@@ -33,9 +33,9 @@ pub(super) fn plan(name: &str, rest: &[Bytes]) -> Option<Action> {
         "ZREVRANGE" => plan_range(rest, Kind::Rank, Some(true)),
         "ZPOPMIN" | "ZPOPMAX" => plan_pop(rest, name == "ZPOPMAX"),
         "ZREMRANGEBYSCORE" => score_bounds(&rest[1], &rest[2])
-            .map(|(min, max)| plain(sorted(SortedOp::RemoveRange(RangeBy::Score { min, max })))),
+            .map(|(min, max)| plain(sorted(SortedOp::RemoveRange(Box::new(RangeBy::Score { min, max }))))),
         "ZREMRANGEBYRANK" => integers(&rest[1..])
-            .map(|[start, stop]| plain(sorted(SortedOp::RemoveRange(RangeBy::Rank { start, stop })))),
+            .map(|[start, stop]| plain(sorted(SortedOp::RemoveRange(Box::new(RangeBy::Rank { start, stop }))))),
         _ => return None,
     };
     Some(planned.unwrap_or_else(|refused| refused))
@@ -155,8 +155,10 @@ fn plan_range(rest: &[Bytes], mut kind: Kind, mut reverse: Option<bool>) -> Resu
             _ => return Err(error(MIN_MAX_NOT_LEX)),
         },
     };
-    let command =
-        Command::Sorted { key: rest[0].clone(), op: SortedOp::Range(Range { by, reverse, limit, with_scores }) };
+    let command = Command::Sorted {
+        key: rest[0].clone(),
+        op: SortedOp::Range(Box::new(Range { by, reverse, limit, with_scores })),
+    };
     Ok(if with_scores { shaped(command, Form::Scored) } else { plain(command) })
 }
 

@@ -153,7 +153,7 @@ fn sorted_words_become_commands() {
     let bound = |text: &str| ScoreBound::parse(text.as_bytes()).expect("bound");
     let range = |by, reverse, limit, with_scores| Command::Sorted {
         key: "z".into(),
-        op: SortedOp::Range(Range { by, reverse, limit, with_scores }),
+        op: SortedOp::Range(Box::new(Range { by, reverse, limit, with_scores })),
     };
     assert_eq!(
         command("ZRANGE z (5 1 BYSCORE REV LIMIT 1 2 WITHSCORES"),
