@@ -12,11 +12,14 @@
 //! - [`transaction`]: MULTI/EXEC/DISCARD and WATCH/UNWATCH; a transaction is one replicated
 //!   command.
 //! - [`keyspace`]: KEYS, SCAN, DBSIZE, FLUSHDB/FLUSHALL, RANDOMKEY, RENAME/RENAMENX and UNLINK.
+//! - [`collections`]: lists, sets, sorted sets, INCRBYFLOAT and HINCRBYFLOAT, and their reply
+//!   shapes.
 //!
 //! SET's EX/PX/EXAT/PXAT/KEEPTTL options are rejected with an error: expiry is not part of the
 //! replicated state machine (a deterministic expiry would need the command to carry a
 //! timestamp chosen by the gateway).
 
+pub mod collections;
 pub mod expiry;
 mod expiry_commands;
 pub mod keyspace;
@@ -30,6 +33,8 @@ use crate::resp::{Reply, RespVersion};
 use bytes::Bytes;
 use ordo_core::command::{HashRead, SetCondition};
 use ordo_core::{Command, CommandResult};
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
 use session::{Clients, Context, ServerFacts};
 use std::cell::RefCell;
 use std::net::SocketAddr;
@@ -56,6 +61,8 @@ pub enum Shape {
     Status,
     /// SCAN: `[cursor, [keys]]` from the values the store returns (`keyspace`).
     Scan,
+    /// A list, set or sorted-set reply ([`collections::Form`]).
+    Collection(collections::Form),
 }
 
 /// What the gateway does with one request.
@@ -95,12 +102,21 @@ pub struct Gateway {
     pub expiring: Rc<RefCell<expiry::Expiring>>,
     clients: RefCell<Clients>,
     started: Instant,
+    /// Draws each request's seed (SPOP and SRANDMEMBER choose with it at every replica); the
+    /// gateway never runs in the simulator, so it may start from the OS' entropy.
+    seeds: RefCell<ChaCha8Rng>,
 }
 
 impl Gateway {
     /// A gateway with no connection yet.
     pub fn new(facts: ServerFacts) -> Gateway {
-        Gateway { facts, expiring: Rc::default(), clients: RefCell::new(Clients::default()), started: Instant::now() }
+        Gateway {
+            facts,
+            expiring: Rc::default(),
+            clients: RefCell::new(Clients::default()),
+            started: Instant::now(),
+            seeds: RefCell::new(rand::make_rng()),
+        }
     }
 
     /// Registers a connection; returns its id.
@@ -124,7 +140,8 @@ impl Gateway {
         let mut clients = self.clients.borrow_mut();
         // Before planning, as Redis does: CLIENT INFO shows itself as the last command.
         clients.touch(id, shown_name(args), now);
-        let mut context = Context { facts: &self.facts, clients: &mut clients, id, started: self.started, now };
+        let seed = self.seeds.borrow_mut().next_u64();
+        let mut context = Context { facts: &self.facts, clients: &mut clients, id, started: self.started, now, seed };
         plan(args, &mut context)
     }
 }
@@ -184,7 +201,9 @@ fn dispatch(name: &'static str, rest: &[Bytes], context: &mut Context) -> Action
         "UNWATCH" => Action::Unwatch(Reply::Simple("OK")),
         _ => match table::lookup(name).expect("checked").kind {
             Kind::Gateway => plan_gateway(name, rest, context),
-            Kind::Replicated => plan_replicated(name, rest),
+            Kind::Replicated => {
+                collections::plan(name, rest, context.seed).unwrap_or_else(|| plan_replicated(name, rest))
+            }
         },
     }
 }
@@ -329,12 +348,16 @@ pub fn reply(outcome: Outcome, shape: Shape) -> Reply {
         }
         (CommandResult::Values(values), Shape::Scan) => keyspace::scan_reply(values),
         (other, Shape::Scan) => keyspace::scan_unexpected(&other),
+        (result, Shape::Collection(form)) => collections::reply(result, form),
         (_, Shape::Ok) => Reply::Simple("OK"),
         (CommandResult::Ok, Shape::Flag) => Reply::Integer(1),
         (CommandResult::Nil, Shape::Flag) => Reply::Integer(0),
         (CommandResult::Value(kind), Shape::Status) => Reply::Simple(match kind.as_ref() {
             b"string" => "string",
             b"hash" => "hash",
+            b"list" => "list",
+            b"set" => "set",
+            b"zset" => "zset",
             _ => "none",
         }),
         (CommandResult::Ok, _) => Reply::Simple("OK"),

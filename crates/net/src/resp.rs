@@ -193,6 +193,9 @@ pub enum Reply {
     Map(Vec<(Reply, Reply)>),
     /// RESP3 `~n`; RESP2 an array (what Redis does for SMEMBERS and the like).
     Set(Vec<Reply>),
+    /// RESP3 `*n` of two-element arrays; RESP2 one flat array of 2n (what Redis 7 does for
+    /// ZRANGE WITHSCORES and ZPOPMIN with a count).
+    Pairs(Vec<(Reply, Reply)>),
     /// RESP3 `,x`; RESP2 the same text as a bulk string. `inf`, `-inf` and `nan` as Redis spells them.
     Double(f64),
     /// RESP3 `=len` with the `txt:` format prefix; RESP2 a bulk string (INFO, CLIENT LIST).
@@ -242,6 +245,16 @@ impl Reply {
             Reply::Set(members) => {
                 header(out, if resp3 { b'~' } else { b'*' }, members.len());
                 members.iter().for_each(|m| m.encode(version, out));
+            }
+            Reply::Pairs(pairs) => {
+                header(out, b'*', if resp3 { pairs.len() } else { 2 * pairs.len() });
+                for (first, second) in pairs {
+                    if resp3 {
+                        header(out, b'*', 2);
+                    }
+                    first.encode(version, out);
+                    second.encode(version, out);
+                }
             }
             Reply::Double(value) if resp3 => line(out, b',', format_double(*value).as_bytes()),
             Reply::Double(value) => encode_bulk(Some(format_double(*value).as_bytes()), version, out),

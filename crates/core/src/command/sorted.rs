@@ -233,8 +233,10 @@ pub enum SortedOp {
         /// The upper end.
         max: ScoreBound,
     },
-    /// ZRANGE and its older forms: members (and scores as text) in order.
-    Range(Range),
+    /// ZRANGE and its older forms: members (and scores as text) in order. Boxed, as is
+    /// [`SortedOp::RemoveRange`]'s range, because two lexicographic bounds would make every
+    /// [`Command`](super::Command) bigger.
+    Range(Box<Range>),
     /// ZPOPMIN, ZPOPMAX: removes up to `count` members from the lowest (or highest) score and
     /// returns them with their scores.
     Pop {
@@ -244,7 +246,7 @@ pub enum SortedOp {
         max: bool,
     },
     /// ZREMRANGEBYRANK, ZREMRANGEBYSCORE: removes the range's members; returns how many.
-    RemoveRange(RangeBy),
+    RemoveRange(Box<RangeBy>),
 }
 
 impl SortedOp {
@@ -276,7 +278,7 @@ impl SortedOp {
             SortedOp::Range(_) => "zrange",
             SortedOp::Pop { max: false, .. } => "zpopmin",
             SortedOp::Pop { max: true, .. } => "zpopmax",
-            SortedOp::RemoveRange(RangeBy::Score { .. }) => "zremrangebyscore",
+            SortedOp::RemoveRange(by) if matches!(**by, RangeBy::Score { .. }) => "zremrangebyscore",
             SortedOp::RemoveRange(_) => "zremrangebyrank",
         }
     }

@@ -75,7 +75,7 @@ impl SortedSet {
     }
 
     /// The pairs from the lowest score `min` allows, in order.
-    fn from_score(&self, min: ScoreBound) -> impl Iterator<Item = &Pair> {
+    fn scored_from(&self, min: ScoreBound) -> impl Iterator<Item = &Pair> {
         self.order.range((min.score, Value::new())..).skip_while(move |(score, _)| !min.below(*score))
     }
 
@@ -89,7 +89,7 @@ impl SortedSet {
                 Some(ranks) => limited(pairs.iter().skip(*ranks.start()).take(ranks.count()), limit),
             },
             (RangeBy::Score { min, max }, false) => {
-                limited(self.from_score(*min).take_while(|(score, _)| max.above(*score)), limit)
+                limited(self.scored_from(*min).take_while(|(score, _)| max.above(*score)), limit)
             }
             (RangeBy::Score { min, max }, true) => {
                 let from_max = pairs.iter().rev().skip_while(|(score, _)| !max.above(*score));
@@ -171,10 +171,11 @@ impl KvStore {
             }
             SortedOp::Count { min, max } => {
                 let count =
-                    self.sorted(key)?.map_or(0, |s| s.from_score(*min).take_while(|(x, _)| max.above(*x)).count());
+                    self.sorted(key)?.map_or(0, |s| s.scored_from(*min).take_while(|(x, _)| max.above(*x)).count());
                 Ok(integer(count))
             }
-            SortedOp::Range(Range { by, reverse, limit, with_scores }) => {
+            SortedOp::Range(range) => {
+                let Range { by, reverse, limit, with_scores } = range.as_ref();
                 let pairs = self.sorted(key)?.map(|sorted| sorted.select(by, *reverse, *limit)).unwrap_or_default();
                 Ok(listed(pairs, *with_scores))
             }
@@ -300,7 +301,7 @@ mod tests {
     }
 
     fn range(by: RangeBy, reverse: bool, limit: Option<(i64, i64)>, with_scores: bool) -> Command {
-        sorted("z", SortedOp::Range(Range { by, reverse, limit, with_scores }))
+        sorted("z", SortedOp::Range(Box::new(Range { by, reverse, limit, with_scores })))
     }
 
     fn by_score(min: &str, max: &str) -> RangeBy {
@@ -401,9 +402,9 @@ mod tests {
         s.run(zadd("z", &[("1", "a"), ("2", "b"), ("3", "c"), ("4", "d")], AddOptions::default()));
         assert_eq!(s.run(sorted("z", SortedOp::Pop { count: 1, max: true })), values(&["d", "4"]));
         assert_eq!(s.run(sorted("z", SortedOp::Pop { count: 0, max: false })), values(&[]));
-        let by_rank = SortedOp::RemoveRange(RangeBy::Rank { start: 0, stop: 0 });
+        let by_rank = SortedOp::RemoveRange(Box::new(RangeBy::Rank { start: 0, stop: 0 }));
         assert_eq!(s.run(sorted("z", by_rank)), CommandResult::Integer(1));
-        assert_eq!(s.run(sorted("z", SortedOp::RemoveRange(by_score("(1", "2")))), CommandResult::Integer(1));
+        assert_eq!(s.run(sorted("z", SortedOp::RemoveRange(Box::new(by_score("(1", "2"))))), CommandResult::Integer(1));
         assert_eq!(s.run(sorted("z", SortedOp::Remove(vec!["b".into(), "zz".into()]))), CommandResult::Integer(0));
         assert_eq!(s.version("z"), 4);
         assert_eq!(s.run(sorted("z", SortedOp::Card)), CommandResult::Integer(1));

@@ -172,10 +172,10 @@ fn sorted_op(value: Values) -> BoxedStrategy<SortedOp> {
         (value.clone(), any::<bool>()).prop_map(|(member, reverse)| SortedOp::Rank { member, reverse }),
         (score_bound(), score_bound()).prop_map(|(min, max)| SortedOp::Count { min, max }),
         (range_by(value.clone()), any::<bool>(), limit, any::<bool>()).prop_map(|(by, reverse, limit, with_scores)| {
-            SortedOp::Range(Range { by, reverse, limit, with_scores })
+            SortedOp::Range(Box::new(Range { by, reverse, limit, with_scores }))
         }),
         (0u64..4, any::<bool>()).prop_map(|(count, max)| SortedOp::Pop { count, max }),
-        range_by(value).prop_map(SortedOp::RemoveRange),
+        range_by(value).prop_map(|by| SortedOp::RemoveRange(Box::new(by))),
     ]
     .boxed()
 }

@@ -122,6 +122,9 @@ pub struct Context<'a> {
     pub started: Instant,
     /// Now.
     pub now: Instant,
+    /// A random number drawn for this request: commands that choose at random (SPOP,
+    /// SRANDMEMBER) carry it, so that every replica chooses alike.
+    pub seed: u64,
 }
 
 impl Context<'_> {
