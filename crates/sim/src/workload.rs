@@ -6,7 +6,6 @@
 //! can tell writes apart.
 
 use ordo_check::history::OpKind;
-use ordo_core::command::{ExpiryTime, SetCondition, SetExpiry};
 use ordo_core::{Command, CommandResult, Key};
 use rand::RngExt;
 use rand_chacha::ChaCha8Rng;
@@ -65,11 +64,6 @@ pub struct WorkloadSpec {
     /// on distinct keys. A quarter of them WATCH their first key at a guessed version, so some
     /// abort (the history records an aborted transaction as failed: it took no effect).
     pub transaction_ratio: f64,
-    /// Share of SETs that expire (PX of 1 to 20 ms). When positive, every command is stamped
-    /// with its client node's clock (skewed by clock faults, so stamps are not monotonic in the
-    /// order), and a quarter of this share of operations are sweeps of one key (the gateway's
-    /// replicated removal of expired keys), recorded as `expire` operations.
-    pub expiry_ratio: f64,
 }
 
 impl Default for WorkloadSpec {
@@ -86,7 +80,6 @@ impl Default for WorkloadSpec {
             outstanding_max: 1,
             multi_key_ratio: 0.0,
             transaction_ratio: 0.0,
-            expiry_ratio: 0.0,
         }
     }
 }
@@ -143,7 +136,6 @@ impl WorkloadSpec {
         ratio("append_ratio", self.append_ratio)?;
         ratio("multi_key_ratio", self.multi_key_ratio)?;
         ratio("transaction_ratio", self.transaction_ratio)?;
-        ratio("expiry_ratio", self.expiry_ratio)?;
         if self.outstanding_max == 0 {
             return Err("workload: outstanding_max must be at least 1".into());
         }
@@ -315,25 +307,11 @@ impl Generator {
                 return self.multi_key(read, [key, other], unique);
             }
         }
-        if self.spec.expiry_ratio > 0.0 && rng.random_bool(self.spec.expiry_ratio / 4.0) {
-            return Command::ExpireSweep { keys: vec![key.into()] };
-        }
         if read {
             return Command::get(key);
         }
-        self.write(rng, key, self.value(unique, 0))
-    }
-
-    /// An APPEND or a SET, which expires in a share `expiry_ratio` of cases.
-    fn write(&self, rng: &mut ChaCha8Rng, key: String, value: String) -> Command {
-        if rng.random_bool(self.spec.append_ratio) {
-            return Command::append(key, value);
-        }
-        if self.spec.expiry_ratio > 0.0 && rng.random_bool(self.spec.expiry_ratio) {
-            let expiry = SetExpiry::Set(ExpiryTime::In(rng.random_range(1..=20)));
-            return Command::Set { key: key.into(), value: value.into(), condition: SetCondition::Always, expiry };
-        }
-        Command::set(key, value)
+        let value = self.value(unique, 0);
+        if rng.random_bool(self.spec.append_ratio) { Command::append(key, value) } else { Command::set(key, value) }
     }
 
     /// Two or three single-key commands on distinct keys, as one transaction; `None` when the
@@ -357,8 +335,10 @@ impl Generator {
             let key = key.clone();
             if rng.random_bool(self.spec.read_ratio) {
                 Command::get(key)
+            } else if rng.random_bool(self.spec.append_ratio) {
+                Command::append(key, self.value(unique, part))
             } else {
-                self.write(rng, key, self.value(unique, part))
+                Command::set(key, self.value(unique, part))
             }
         });
         let commands: Vec<Command> = commands.collect();
