@@ -19,6 +19,13 @@ use ordo_core::{
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+/// The answer to KEYS, SCAN, DBSIZE, FLUSHDB, FLUSHALL and RANDOMKEY (or a transaction holding
+/// one) in SwiftPaxos, CURP+ and N²Paxos, whose conflict index does not yet order a command on
+/// every key against every other.
+pub const KEYSPACE_REFUSED: &str = concat!(
+    "ERR keyspace commands (KEYS, SCAN, DBSIZE, FLUSHDB, FLUSHALL, RANDOMKEY) ",
+    "are not supported yet by this protocol, which orders commands by their keys"
+);
 /// What the client heard in one ballot.
 #[derive(Clone, Debug, Default)]
 struct View {
@@ -260,6 +267,14 @@ impl Node<SwiftPaxos> for Client {
     fn on_start(&mut self, _now: ClockReading, _out: &mut Outbox<SwiftPaxos>) {}
 
     fn on_submit(&mut self, _now: ClockReading, submission: Submission, out: &mut Outbox<SwiftPaxos>) {
+        if submission.command.touches_every_key() {
+            // The conflict index orders commands by their keys; a command on every key needs
+            // its own rule there (issue 23), so until then it is refused before it takes a
+            // number, and nothing is sent.
+            self.stats.count("client_keyspace_refused");
+            out.complete(submission.op, CommandResult::Error(KEYSPACE_REFUSED.into()));
+            return;
+        }
         if self.outstanding.is_some() || self.queued.is_some() {
             // Only after an abandon: the driver hands a client one submission at a time.
             self.stats.count("client_queued_behind_abandoned");
