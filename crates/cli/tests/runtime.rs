@@ -98,8 +98,15 @@ fn redis_clients_work_for_every_protocol() {
         assert_eq!((set, kind.as_str(), n), (0, "hash", 3), "{protocol}: SETNX, TYPE, HINCRBY");
         let error = redis::cmd("NOSUCH").query::<String>(&mut redis).expect_err("unknown command");
         assert!(error.to_string().contains("unknown command"), "{error}");
-        let error = redis::cmd("SET").arg("k").arg("v").arg("EX").arg(10).query::<String>(&mut redis).expect_err("EX");
-        assert!(error.to_string().contains("expiry"), "{error}");
+        let () = redis::cmd("SET").arg("k").arg("v").arg("EX").arg(10).query(&mut redis).expect("SET EX");
+        let ttl: i64 = redis::cmd("TTL").arg("k").query(&mut redis).expect("TTL");
+        assert!((9..=10).contains(&ttl), "{protocol}: TTL after SET EX 10 is {ttl}");
+        let () = redis::cmd("SET").arg("short").arg("v").arg("PX").arg(50).query(&mut redis).expect("SET PX");
+        std::thread::sleep(Duration::from_millis(120));
+        let gone: Option<String> = redis::cmd("GET").arg("short").query(&mut redis).expect("GET expired");
+        assert_eq!(gone, None, "{protocol}: a key 70 ms past its expiry");
+        let error = redis::cmd("SET").arg("k").arg("v").arg("EX").arg(0).query::<String>(&mut redis).expect_err("EX 0");
+        assert!(error.to_string().contains("invalid expire time"), "{error}");
         let (first, second): (i64, Vec<String>) = redis::pipe()
             .atomic()
             .cmd("INCR")
