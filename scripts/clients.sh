@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 protocol=${1:-nezha}
 work=target/clients
 mkdir -p "$work"
-[ -x target/release/ordo ] || cargo build --release --quiet --bin ordo
+cargo build --release --quiet --bin ordo
 ordo=$PWD/target/release/ordo
 
 if [ ! -d "$work/redis-8.1.0" ]; then

@@ -131,12 +131,20 @@ pub enum Command {
         /// The fields deleted.
         fields: Vec<Value>,
     },
-    /// GETSET: writes a string value and returns the old one (Nil when absent).
+    /// GETSET, and SET with its GET option: returns the old string value (Nil when absent;
+    /// WRONGTYPE, writing nothing, when the key holds another type) and writes the new one when
+    /// `condition` allows, with `expiry` as SET has it.
     GetSet {
         /// The key written.
         key: Key,
         /// The new value.
         value: Value,
+        /// SET's NX / XX (GETSET: always).
+        #[serde(default)]
+        condition: SetCondition,
+        /// SET's EX, PX, EXAT, PXAT, KEEPTTL (GETSET: the expiry is cleared).
+        #[serde(default)]
+        expiry: SetExpiry,
     },
     /// GETDEL: returns a string value and deletes the key.
     GetDel {
@@ -527,6 +535,12 @@ impl Command {
     /// A plain SET (no condition), the common case.
     pub fn set(key: impl Into<Key>, value: impl Into<Value>) -> Command {
         Command::Set { key: key.into(), value: value.into(), condition: SetCondition::Always, expiry: SetExpiry::Clear }
+    }
+
+    /// GETSET: set, clearing any expiry, and return the old value.
+    pub fn getset(key: impl Into<Key>, value: impl Into<Value>) -> Command {
+        let (key, value) = (key.into(), value.into());
+        Command::GetSet { key, value, condition: SetCondition::Always, expiry: SetExpiry::Clear }
     }
 
     /// `self` stamped with `now_ms` ([`Command::Timed`]).

@@ -297,9 +297,9 @@ impl KvStore {
                 }
                 CommandResult::Ok
             }
-            Command::GetSet { key, value } => {
+            Command::GetSet { key, value, condition, expiry } => {
                 let old = self.text(key)?.cloned();
-                self.overwrite(request, key, Data::Text(value.clone()));
+                self.set(request, key, value, *condition, *expiry);
                 old.map_or(CommandResult::Nil, CommandResult::Value)
             }
             Command::GetDel { key } => match self.text(key)?.cloned() {
@@ -754,6 +754,44 @@ mod tests {
     }
 
     #[test]
+    fn set_with_get_returns_the_old_value_as_redis_does() {
+        // Goal: SET's GET option (checked against redis-server 7.0 by hand): the old value, or
+        // nil, whether or not NX/XX let the write happen; WRONGTYPE on another type, writing
+        // nothing; the expiry options apply as in SET.
+        let mut kv = KvStore::new();
+        let set_get = |value: &str, condition, expiry| Command::GetSet {
+            key: "k".into(),
+            value: Value::copy_from_slice(value.as_bytes()),
+            condition,
+            expiry,
+        };
+        let px = SetExpiry::Set(ExpiryTime::In(100));
+        assert_eq!(at(&mut kv, 0, set_get("1", SetCondition::IfPresent, SetExpiry::Clear)), CommandResult::Nil);
+        assert_eq!(at(&mut kv, 0, Command::get("k")), CommandResult::Nil, "XX on an absent key writes nothing");
+        assert_eq!(at(&mut kv, 0, set_get("2", SetCondition::Always, px)), CommandResult::Nil);
+        assert_eq!(
+            at(&mut kv, 0, set_get("3", SetCondition::IfAbsent, SetExpiry::Clear)),
+            CommandResult::Value("2".into())
+        );
+        let ttl = Command::Ttl { key: "k".into(), read: TtlRead::Millis };
+        assert_eq!(at(&mut kv, 0, ttl.clone()), CommandResult::Integer(100), "NX refused the write");
+        assert_eq!(
+            at(&mut kv, 0, set_get("4", SetCondition::Always, SetExpiry::Keep)),
+            CommandResult::Value("2".into())
+        );
+        assert_eq!(at(&mut kv, 0, ttl), CommandResult::Integer(100), "KEEPTTL");
+        assert_eq!(
+            at(&mut kv, 101, set_get("5", SetCondition::Always, SetExpiry::Clear)),
+            CommandResult::Nil,
+            "expired"
+        );
+        at(&mut kv, 0, Command::HSet { key: "h".into(), fields: vec![("f".into(), "v".into())] });
+        let wrong = Command::GetSet { key: "h".into(), value: "x".into(), condition: SetCondition::Always, expiry: px };
+        assert!(matches!(at(&mut kv, 0, wrong), CommandResult::Error(e) if e.starts_with("WRONGTYPE")));
+        assert_eq!(at(&mut kv, 0, Command::Type { key: "h".into() }), CommandResult::Value("hash".into()));
+    }
+
+    #[test]
     fn the_sweep_removes_only_what_expired_and_moves_versions() {
         // Goal: the replicated sweep frees expired keys only, and a removal is a write (WATCH
         // sees it), while a key rewritten since its expiry was set stays.
@@ -830,11 +868,8 @@ mod tests {
             n += 1;
             kv.apply(request(n), &command)
         };
-        assert_eq!(run(&mut kv, Command::GetSet { key: "s".into(), value: "Hello".into() }), CommandResult::Nil);
-        assert_eq!(
-            run(&mut kv, Command::GetSet { key: "s".into(), value: "Hello World".into() }),
-            CommandResult::Value("Hello".into())
-        );
+        assert_eq!(run(&mut kv, Command::getset("s", "Hello")), CommandResult::Nil);
+        assert_eq!(run(&mut kv, Command::getset("s", "Hello World")), CommandResult::Value("Hello".into()));
         let range = |start, end| Command::GetRange { key: "s".into(), start, end };
         assert_eq!(run(&mut kv, range(0, 3)), CommandResult::Value("Hell".into()));
         assert_eq!(run(&mut kv, range(-3, -1)), CommandResult::Value("rld".into()));
@@ -1021,7 +1056,7 @@ mod tests {
                 (key(), value()).prop_map(|(key, field)| Command::HGet { key, field }),
                 key().prop_map(|key| Command::HGetAll { key }),
                 (key(), value()).prop_map(|(key, field)| Command::HDel { key, fields: vec![field] }),
-                (key(), value()).prop_map(|(key, value)| Command::GetSet { key, value }),
+                (key(), value()).prop_map(|(key, value)| Command::getset(key, value)),
                 key().prop_map(|key| Command::GetDel { key }),
                 key().prop_map(|key| Command::StrLen { key }),
                 (key(), -4i64..4, -4i64..4).prop_map(|(key, start, end)| Command::GetRange { key, start, end }),

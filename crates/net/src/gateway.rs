@@ -290,7 +290,7 @@ fn plan_replicated(name: &str, rest: &[Bytes]) -> Action {
         "HGET" => plain(Command::HGet { key: key(0), field: key(1) }),
         "HGETALL" => Action::Replicate(Command::HGetAll { key: key(0) }, Shape::Pairs),
         "HDEL" => plain(Command::HDel { key: key(0), fields: rest[1..].to_vec() }),
-        "GETSET" => plain(Command::GetSet { key: key(0), value: key(1) }),
+        "GETSET" => plain(Command::getset(key(0), key(1))),
         "SETNX" => Action::Replicate(
             Command::Set {
                 key: key(0),
@@ -302,7 +302,7 @@ fn plan_replicated(name: &str, rest: &[Bytes]) -> Action {
         ),
         "GETDEL" => plain(Command::GetDel { key: key(0) }),
         "STRLEN" => plain(Command::StrLen { key: key(0) }),
-        "GETRANGE" => match (integer(&rest[1]), integer(&rest[2])) {
+        "GETRANGE" | "SUBSTR" => match (integer(&rest[1]), integer(&rest[2])) {
             (Some(start), Some(end)) => plain(Command::GetRange { key: key(0), start, end }),
             _ => error("ERR value is not an integer or out of range"),
         },
@@ -494,6 +494,19 @@ pub(crate) mod tests {
             Action::Replicate(Command::Set { condition: SetCondition::IfAbsent, .. }, _)
         ));
         assert!(matches!(plan_words("FLUSHALL"), Action::Replicate(Command::Keyspace(_), Shape::Plain)));
+        assert!(matches!(
+            plan_words("SET k v XX GET PX 5"),
+            Action::Replicate(
+                Command::GetSet {
+                    condition: SetCondition::IfPresent,
+                    expiry: ordo_core::command::SetExpiry::Set(_),
+                    ..
+                },
+                _
+            )
+        ));
+        assert!(matches!(plan_words("SET k v GET GET"), Action::Reply(Reply::Error(e)) if e.contains("syntax")));
+        assert!(matches!(plan_words("SUBSTR k 0 1"), Action::Replicate(Command::GetRange { .. }, _)));
         assert!(matches!(plan_words("NOSUCH"), Action::Reply(Reply::Error(e)) if e.contains("unknown command")));
         assert!(matches!(plan_words("GET"), Action::Reply(Reply::Error(e)) if e.contains("wrong number")));
         assert!(matches!(plan_words("MSET a 1 b"), Action::Reply(Reply::Error(e)) if e.contains("'mset'")));

@@ -8,14 +8,16 @@ use bytes::Bytes;
 use ordo_core::Command;
 use ordo_core::command::{ExpireCondition, ExpiryTime, SetCondition, SetExpiry, TtlRead};
 
-/// `SET key value [NX|XX] [EX s|PX ms|EXAT s|PXAT ms|KEEPTTL]`.
+/// `SET key value [NX|XX] [GET] [EX s|PX ms|EXAT s|PXAT ms|KEEPTTL]`.
 pub fn set(rest: &[Bytes]) -> Action {
     let mut condition = SetCondition::Always;
     let mut expiry = None;
+    let mut get = false;
     let mut words = rest[2..].iter();
     while let Some(option) = words.next() {
         let option = option.to_ascii_uppercase();
         match option.as_slice() {
+            b"GET" if !get => get = true,
             b"NX" if condition == SetCondition::Always => condition = SetCondition::IfAbsent,
             b"XX" if condition == SetCondition::Always => condition = SetCondition::IfPresent,
             b"KEEPTTL" if expiry.is_none() => expiry = Some(SetExpiry::Keep),
@@ -29,8 +31,13 @@ pub fn set(rest: &[Bytes]) -> Action {
             _ => return error("ERR syntax error"),
         }
     }
-    let expiry = expiry.unwrap_or_default();
-    Action::Replicate(Command::Set { key: rest[0].clone(), value: rest[1].clone(), condition, expiry }, Shape::Plain)
+    let (key, value, expiry) = (rest[0].clone(), rest[1].clone(), expiry.unwrap_or_default());
+    let command = if get {
+        Command::GetSet { key, value, condition, expiry }
+    } else {
+        Command::Set { key, value, condition, expiry }
+    };
+    Action::Replicate(command, Shape::Plain)
 }
 
 /// A SET or SETEX time: a positive integer, in seconds or milliseconds, that fits in

@@ -546,3 +546,30 @@ fn a_dependency_the_leader_dropped_is_followed_directly_again() {
     assert_eq!(index.record(next, &Command::set("k", "3")), BTreeSet::from([x, w, r]), "so does a write");
     assert_eq!(index.record(id(5, 1), &Command::get("k")), BTreeSet::from([next]), "which stands for them all");
 }
+
+#[test]
+fn keyspace_commands_are_refused_before_they_take_a_number() {
+    // Goal: the conflict index orders commands by their keys, so a command on every key (bare,
+    // stamped, or inside a transaction) is refused at the client with a clear error, nothing is
+    // sent, and the client goes on with its next command.
+    use ordo_core::command::Keyspace;
+    let mut cluster = Cluster::<SwiftPaxos>::new(3, 1, Config::default());
+    let client = cluster.client(0);
+    let keyspace = [
+        Command::Keyspace(Keyspace::Size),
+        Command::Keyspace(Keyspace::Flush).timed(5),
+        Command::Transaction {
+            watched: Vec::new(),
+            commands: vec![Command::set("k", "v"), Command::Keyspace(Keyspace::Size)],
+        },
+    ];
+    for command in keyspace {
+        let op = cluster.submit(client, command);
+        assert_eq!(cluster.result(op), Some(&CommandResult::Error(super::client::KEYSPACE_REFUSED.into())));
+    }
+    assert!(cluster.sent_log().is_empty(), "a refused command sends nothing");
+    assert_eq!(event(&cluster, client, "client_keyspace_refused"), 3);
+    let op = cluster.submit(client, Command::set("k", "v"));
+    cluster.deliver_all();
+    assert_eq!(cluster.result(op), Some(&CommandResult::Ok), "the next command commits");
+}
