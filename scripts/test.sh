@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The whole test suite, as CI runs it (.ci/run calls this script). About 25-30 minutes on 2 cores.
+# The whole test suite, as CI runs it (.ci/run calls this script). About 35-40 minutes on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -55,6 +55,14 @@ if command -v redis-benchmark >/dev/null; then
   done
 else
   echo "redis-benchmark not installed: skipped"
+fi
+
+echo "== Redis client libraries: redis-py's own test suite (ordo vs redis-server, at least 90% of the"
+echo "   in-scope tests) and a go-redis v9 program against a 3-replica Nezha cluster (scripts/clients.sh)"
+if command -v redis-server >/dev/null && command -v go >/dev/null && command -v python3 >/dev/null; then
+  bash scripts/clients.sh nezha
+else
+  echo "redis-server, go or python3 missing: skipped" >&2
 fi
 
 echo "== ordo check on a recorded history"

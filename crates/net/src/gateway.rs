@@ -222,7 +222,7 @@ fn plan_gateway(name: &str, rest: &[Bytes], context: &mut Context) -> Action {
         "SELECT" if rest[0].as_ref() == b"0" => Action::Reply(Reply::Simple("OK")),
         "SELECT" => error("ERR DB index is out of range"),
         "CLIENT" => session::client(rest, context),
-        "CONFIG" => session::config(rest, context.facts),
+        "CONFIG" => session::config(rest, context),
         "COMMAND" => command(rest),
         "INFO" => session::info(rest, context),
         "TIME" => {

@@ -32,13 +32,15 @@ FAMILY_OF = {command: family for family, commands in FAMILIES.items() for comman
 
 
 def outcomes(path):
-    """{test id: passed?} of a junit report (a skipped test is absent)."""
+    """{test id: None if it passed, else why it failed} of a junit report (a skipped test is
+    absent)."""
     result = {}
     for case in ElementTree.parse(path).getroot().iter("testcase"):
         if case.find("skipped") is not None:
             continue
         test = f"{case.get('classname')}::{case.get('name')}"
-        result[test] = case.find("failure") is None and case.find("error") is None
+        failed = case.find("failure") if case.find("failure") is not None else case.find("error")
+        result[test] = None if failed is None else (failed.get("message") or "failed").splitlines()[0][:160]
     return result
 
 
@@ -65,23 +67,24 @@ def main():
     arguments = parser.parse_args()
     reference, ordo = outcomes(arguments.redis_server), outcomes(arguments.ordo)
     counted, passed, missing = defaultdict(int), defaultdict(int), []
-    for test, ok in sorted(reference.items()):
+    for test, failure in sorted(reference.items()):
         kind = family(test)
-        if not ok or kind is None:
+        if failure is not None or kind is None:
             continue
         counted[kind] += 1
-        if ordo.get(test, False):
+        why = ordo.get(test, "not run")
+        if why is None:
             passed[kind] += 1
         else:
-            missing.append((kind, test))
+            missing.append((kind, test, why))
     print(f"{'family':<14} {'pass vs redis-server':>20} {'pass vs ordo':>13} {'share':>7}")
     for kind in sorted(counted):
         print(f"{kind:<14} {counted[kind]:>20} {passed[kind]:>13} {passed[kind] / counted[kind]:>7.1%}")
     total, total_passed = sum(counted.values()), sum(passed.values())
     share = total_passed / total if total else 0.0
     print(f"{'all in scope':<14} {total:>20} {total_passed:>13} {share:>7.1%}")
-    for kind, test in missing:
-        print(f"  not passing against ordo ({kind}): {test}")
+    for kind, test, why in missing:
+        print(f"  not passing against ordo ({kind}): {test.rpartition('.')[2]}: {why}")
     sys.exit(0 if share >= arguments.minimum else 1)
 
 

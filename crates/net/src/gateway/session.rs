@@ -56,12 +56,24 @@ pub struct Session {
 pub struct Clients {
     next_id: u64,
     open: BTreeMap<u64, Session>,
+    /// INFO's Stats, since the start or the last CONFIG RESETSTAT.
+    stats: Stats,
+}
+
+/// What INFO's Stats section counts.
+#[derive(Debug, Default)]
+struct Stats {
+    /// Connections accepted (`total_connections_received`).
+    connections: u64,
+    /// Commands planned, known or not (`total_commands_processed`).
+    commands: u64,
 }
 
 impl Clients {
     /// Registers a new connection and returns its id.
     pub fn open(&mut self, peer: SocketAddr, local: SocketAddr, fd: i32, now: Instant) -> u64 {
         self.next_id += 1;
+        self.stats.connections += 1;
         let id = self.next_id;
         let session = Session {
             id,
@@ -103,6 +115,7 @@ impl Clients {
 
     /// Records that `id` ran `command` at `now`, for CLIENT LIST's `idle` and `cmd` fields.
     pub fn touch(&mut self, id: u64, command: String, now: Instant) {
+        self.stats.commands += 1;
         if let Some(session) = self.open.get_mut(&id) {
             session.active = now;
             session.last_command = command;
@@ -359,7 +372,8 @@ fn parameters(facts: &ServerFacts) -> Vec<(&'static str, String)> {
 
 /// `CONFIG GET pattern ...`, `CONFIG SET` (always an error: ordo's settings come from the
 /// cluster file and cannot change while it runs), `CONFIG RESETSTAT` and `CONFIG REWRITE`.
-pub fn config(rest: &[Bytes], facts: &ServerFacts) -> Action {
+pub fn config(rest: &[Bytes], context: &mut Context) -> Action {
+    let facts = context.facts;
     let sub = upper(&rest[0]);
     let args = &rest[1..];
     match sub.as_str() {
@@ -379,8 +393,10 @@ pub fn config(rest: &[Bytes], facts: &ServerFacts) -> Action {
                 error(format!("ERR Unknown option or number of arguments for CONFIG SET - '{name}'"))
             }
         }
-        // There are no statistics in INFO to reset.
-        "RESETSTAT" if args.is_empty() => ok(),
+        "RESETSTAT" if args.is_empty() => {
+            context.clients.stats = Stats::default();
+            ok()
+        }
         "REWRITE" if args.is_empty() => error("ERR The server is running without a config file"),
         "GET" | "SET" | "RESETSTAT" | "REWRITE" => {
             error(format!("ERR wrong number of arguments for 'config|{}' command", sub.to_ascii_lowercase()))
@@ -428,6 +444,13 @@ fn info_sections(context: &Context) -> Vec<(&'static str, Vec<String>)> {
             vec![
                 format!("connected_clients:{}", context.clients.len()),
                 format!("maxclients:{}", facts.connections_max),
+            ],
+        ),
+        (
+            "Stats",
+            vec![
+                format!("total_connections_received:{}", context.clients.stats.connections),
+                format!("total_commands_processed:{}", context.clients.stats.commands),
             ],
         ),
         // The gateway takes writes, so to a client it is a master; its replicas are ordo's own

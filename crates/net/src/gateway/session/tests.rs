@@ -143,3 +143,18 @@ fn info_has_the_ordo_section() {
     let Reply::Verbatim(text) = answer(&gateway, id, "INFO ordo") else { panic!("text") };
     assert!(text.starts_with("# ordo\r\n") && !text.contains("# Server"));
 }
+
+#[test]
+fn info_counts_commands_and_connections_until_config_resetstat() {
+    // Goal: INFO's Stats count what the gateway served (redis-py's test_config_resetstat reads
+    // total_commands_processed), and CONFIG RESETSTAT starts them again.
+    let (gateway, id) = connected();
+    answer(&gateway, id, "PING");
+    let Reply::Verbatim(text) = answer(&gateway, id, "INFO stats") else { panic!("INFO is text") };
+    assert!(text.contains("total_commands_processed:2\r\n"), "PING and INFO itself:\n{text}");
+    assert!(text.contains("total_connections_received:1\r\n"), "{text}");
+    assert_eq!(answer(&gateway, id, "CONFIG RESETSTAT"), Reply::Simple("OK"));
+    let Reply::Verbatim(text) = answer(&gateway, id, "INFO stats") else { panic!("INFO is text") };
+    assert!(text.contains("total_commands_processed:1\r\n"), "only INFO since the reset:\n{text}");
+    assert!(text.contains("total_connections_received:0\r\n"), "{text}");
+}
