@@ -23,7 +23,12 @@ if [ ! -d "$work/redis-8.1.0" ]; then
 fi
 
 stop() { for pid in "$@"; do kill -INT "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done; }
-wait_port() { for _ in $(seq 150); do redis-cli -p "$1" ping >/dev/null 2>&1 && return 0; sleep 0.2; done; return 1; }
+# Ready when a replicated write commits (PING is answered by the gateway alone, before the
+# replicas have a leader).
+wait_port() {
+  for _ in $(seq 150); do [ "$(redis-cli -p "$1" set clients-sh-ready 1 2>/dev/null)" = OK ] && return 0; sleep 0.2; done
+  echo "nothing answers a SET on port $1" >&2; return 1
+}
 # --tb=no: formatting the tracebacks of the ~200 failing out-of-scope tests took minutes; the
 # junit report keeps each failure's message, which compare.py prints.
 suite() { # PORT REPORT

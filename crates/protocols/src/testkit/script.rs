@@ -1225,7 +1225,7 @@ mod tests {
             "{HEADER}cluster replicas=1 clients=1 client_retry_ns=5ms\n----\nn0 replica shard=0 rank=0\nn1 client\n\n\
              # the submission and its reply\nsubmit set k v\ndeliver\n----\nop 1 at n1: set k v\n\
              n1 -> n0: Request {{ id: c4294967297#1, acked_below: 1, command: Set {{ key: b\"k\", value: b\"v\", \
-             condition: Always }} }}\n\
+             condition: Always, expiry: Clear }} }}\n\
              n0 -> n1: Reply {{ id: c4294967297#1, result: Ok }}\nop 1 done at n1: Ok\n\n# the end\n"
         );
         let evaluation = evaluate::<Unreplicated>("t.txt", &good).expect("runs");
