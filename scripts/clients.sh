@@ -39,7 +39,7 @@ suite() { # PORT REPORT
 }
 
 echo "== redis-py's test suite against redis-server $(redis-server --version | awk '{print $3}')"
-redis-server --port 7390 --save "" --appendonly no > "$work/redis-server.log" 2>&1 &
+redis-server --port 7390 --save "" --appendonly no --dir "$work" > "$work/redis-server.log" 2>&1 &
 server=$!
 wait_port 7390
 suite 7390 "$PWD/$work/redis-server.xml"
