@@ -93,6 +93,8 @@ impl<P: Protocol> World<P> {
                 op: part.kind,
                 key: part.key.clone(),
                 value: part.value.clone(),
+                at_ms: None,
+                expires_ms: None,
             });
         }
         let may_abort = workload::may_abort(&command);
@@ -159,6 +161,8 @@ impl<P: Protocol> World<P> {
                 op: part.kind,
                 key: part.key,
                 value,
+                at_ms: None,
+                expires_ms: None,
             });
         }
         self.schedule(self.now, Event::ClientNext { client });
@@ -178,6 +182,8 @@ impl<P: Protocol> World<P> {
                 op: part.kind,
                 key: part.key,
                 value: part.value,
+                at_ms: None,
+                expires_ms: None,
             });
         }
         if id.is_some() {
