@@ -58,6 +58,10 @@ pub struct SimArgs {
     /// keys (a quarter of them with WATCH, so some abort).
     #[arg(long)]
     transactions: Option<f64>,
+    /// Share of SETs that expire (PX 1-20 ms); every command is then stamped with its client's
+    /// clock, and some operations are sweeps of expired keys (key expiry, checked like the rest).
+    #[arg(long)]
+    expiry: Option<f64>,
     /// Operations each client keeps in flight (pipelining; at most what the protocol's clients
     /// take at once: unreplicated and multipaxos pipeline, the others take one).
     #[arg(long)]
@@ -147,6 +151,9 @@ fn build_config(args: &SimArgs, seeds_mode: bool) -> Result<SimConfig, String> {
     }
     if let Some(ratio) = args.transactions {
         config.workload.transaction_ratio = ratio;
+    }
+    if let Some(ratio) = args.expiry {
+        config.workload.expiry_ratio = ratio;
     }
     if let Some(rate) = args.rate {
         config.workload.rate_per_client = Some(rate);
