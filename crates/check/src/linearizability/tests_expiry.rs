@@ -5,7 +5,7 @@
 use super::tests::{
     agreed_verdict, append, history, operation, passes_then_fails_when_corrupted, read, stamped, write,
 };
-use super::workload::Expiry;
+use super::workload::{Expiry, StoreClock, Workload};
 use super::*;
 use crate::history::{EventKind, pair_operations};
 
@@ -257,4 +257,40 @@ fn a_quarter_million_expiring_operations_check_quickly() {
     let stats = check_linearizable(&events).unwrap_or_else(|violation| panic!("{violation}"));
     assert_eq!((stats.keys, stats.operations), (5, 250_000));
     println!("{stats:?}");
+}
+
+#[test]
+fn a_store_deciding_expiry_by_another_clock_is_caught() {
+    // Goal: negative control. The checker must reject what a store that ignores the stamps, or
+    // decides expiry by its own clock when it applies a command, answers: reads see values at
+    // stamps after their expiry, sweeps leave expired keys, appends extend them. Method: the
+    // generated workload run by such stores (same operations, stamps and order) must be found
+    // not linearizable, with its order offered as a witness and without; the correct store's
+    // history passes both ways.
+    for seed in 0..4 {
+        let workload = Workload {
+            clients: 12,
+            keys: 3,
+            operations: 6_000,
+            seed,
+            write_percent: 30,
+            append_percent: 15,
+            fail_percent: 3,
+            info_percent: 3,
+            pipeline_depth: 1,
+            expiry: Some(expiry()),
+        };
+        for clock in [StoreClock::Stamp, StoreClock::Ignored, StoreClock::Own] {
+            let (events, witness) = workload.generate_by(clock);
+            let options = CheckOptions::default();
+            for verdict in [check_linearizable(&events), check_linearizable_witnessed(&events, &witness, &options)] {
+                match (clock, verdict) {
+                    (StoreClock::Stamp, Ok(_)) => {}
+                    (StoreClock::Stamp, Err(violation)) => panic!("seed {seed}: the correct store failed: {violation}"),
+                    (_, Err(Violation::NotLinearizable { .. })) => {}
+                    (_, verdict) => panic!("seed {seed}: the store deciding by {clock:?} was not caught: {verdict:?}"),
+                }
+            }
+        }
+    }
 }

@@ -105,9 +105,16 @@ impl Workload {
     /// The history's events, and the order in which the store applied each key's updates: the
     /// witness a simulator would offer.
     pub(super) fn generate_with_witness(&self) -> (Vec<HistoryEvent>, Witness) {
+        self.generate_by(StoreClock::Stamp)
+    }
+
+    /// The history and order of a store that decides expiry by `clock` (a broken one unless
+    /// [`StoreClock::Stamp`]): the same operations and stamps, but what reads return and what
+    /// sweeps and appends find expired follow that store. Negative controls for the checker.
+    pub(super) fn generate_by(&self, clock: StoreClock) -> (Vec<HistoryEvent>, Witness) {
         let mut random = SplitMix::new(self.seed);
         let mut planned = self.plan(&mut random);
-        let witness = resolve_reads(&mut planned);
+        let witness = resolve_reads(&mut planned, clock);
         (events_of(&planned), witness)
     }
 
@@ -207,9 +214,21 @@ impl Workload {
     }
 }
 
-/// Runs the operations that take effect in the order of their points; reads get the value.
-/// Returns the order of the updates.
-fn resolve_reads(planned: &mut [Planned]) -> Witness {
+/// Which time a generated store decides expiry by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum StoreClock {
+    /// The command's stamp, as the model (and ordo's store) requires.
+    Stamp,
+    /// None: the store ignores stamps, so no key ever expires for it (a broken store).
+    Ignored,
+    /// The store's own clock when it applies the command, the true time of the operation's
+    /// point, instead of the stamp (a broken store: replicas deciding by their clocks).
+    Own,
+}
+
+/// Runs the operations that take effect in the order of their points; reads get the value,
+/// with expiry decided by `clock`. Returns the order of the updates.
+fn resolve_reads(planned: &mut [Planned], clock: StoreClock) -> Witness {
     let mut order: Vec<(u64, usize)> =
         planned.iter().enumerate().filter_map(|(index, operation)| Some((operation.point_ns?, index))).collect();
     order.sort_unstable();
@@ -217,10 +236,15 @@ fn resolve_reads(planned: &mut [Planned]) -> Witness {
     let mut witness = Witness::default();
     for (_, index) in order {
         let operation = &mut planned[index];
+        let at_ms = match clock {
+            StoreClock::Stamp => operation.at_ms,
+            StoreClock::Ignored => None,
+            StoreClock::Own => operation.at_ms.and(operation.point_ns.map(|point_ns| point_ns / NS_PER_MS)),
+        };
         let value = || operation.value.clone().unwrap_or_default();
         let applied = match operation.op {
             OpKind::Read => {
-                operation.value = store.read(&operation.key, operation.at_ms);
+                operation.value = store.read(&operation.key, at_ms);
                 continue;
             }
             OpKind::Write => Applied::Write(value()),
@@ -229,7 +253,7 @@ fn resolve_reads(planned: &mut [Planned]) -> Witness {
             OpKind::Delete => Applied::Delete,
         };
         witness.effects.entry(operation.key.clone()).or_default().push(applied);
-        store.update(operation.op, &operation.key, operation.value.as_deref(), operation.at_ms, operation.expires_ms);
+        store.update(operation.op, &operation.key, operation.value.as_deref(), at_ms, operation.expires_ms);
     }
     witness
 }
