@@ -22,6 +22,11 @@
 //!   but that id is never used again (a later event naming it could not be told apart from the
 //!   lost operation's late reply).
 //!
+//! An operation may carry the store's time stamp `at_ms` (the time the command was stamped with
+//! where it entered the system, which decides whether a key has expired for it) and a write may
+//! carry `expires_ms` (the stamp after which its value is gone); both are given on the
+//! invocation, and a completion that repeats one must agree with it.
+//!
 //! Either way the checker orders operations only by time, never by client: operations of one
 //! client whose intervals overlap are concurrent, and nothing assumes a client's operations
 //! follow one another. A client's events must still be recorded in time order. `docs/history.md`
@@ -54,8 +59,12 @@ pub enum OpKind {
     Read,
     /// Sets the key's value.
     Write,
-    /// Concatenates to the key's value, an absent key counting as empty.
+    /// Concatenates to the key's value, an absent or expired key counting as empty.
     Append,
+    /// Removes the key if it has expired at the operation's stamp (the store's sweep).
+    Expire,
+    /// Removes the key.
+    Delete,
 }
 
 impl fmt::Display for OpKind {
@@ -64,6 +73,8 @@ impl fmt::Display for OpKind {
             OpKind::Read => "read",
             OpKind::Write => "write",
             OpKind::Append => "append",
+            OpKind::Expire => "expire",
+            OpKind::Delete => "delete",
         })
     }
 }
@@ -92,6 +103,14 @@ pub struct HistoryEvent {
     /// when the key was absent. Otherwise `None`.
     #[serde(default)]
     pub value: Option<String>,
+    /// The store's time stamp of the operation, in milliseconds: a key expiring at `E` has
+    /// expired for the operation when `at_ms > E`. `None`: the operation sees no key as expired.
+    /// Left out of the JSON when `None`, so that histories without expiry are written as before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at_ms: Option<u64>,
+    /// Writes only: the stamp after which the written value is gone (`None`: never).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_ms: Option<u64>,
 }
 
 impl HistoryEvent {
@@ -128,8 +147,12 @@ pub struct Operation {
     /// The key it touches.
     pub key: String,
     /// Writes and appends: the value written or appended. Reads that completed `ok`: the value
-    /// returned (`None` = absent). Other reads: `None`.
+    /// returned (`None` = absent). Other reads, expires and deletes: `None`.
     pub value: Option<String>,
+    /// Its time stamp in the store, if it has one (see [`HistoryEvent::at_ms`]).
+    pub at_ms: Option<u64>,
+    /// Writes: when the written value expires, if ever (see [`HistoryEvent::expires_ms`]).
+    pub expires_ms: Option<u64>,
     /// When it was invoked.
     pub invoke_ns: u64,
     /// When it completed (ok, fail or info); `None` if it never did.
@@ -147,9 +170,10 @@ impl fmt::Display for Operation {
         write!(f, " {}", self.op)?;
         match (self.op, self.outcome) {
             (OpKind::Read, Outcome::Ok) => write!(f, " -> {}", ShortValue(self.value.as_deref()))?,
-            (OpKind::Read, _) => {}
-            (_, _) => write!(f, " {}", ShortValue(self.value.as_deref()))?,
+            (OpKind::Read | OpKind::Expire | OpKind::Delete, _) => {}
+            (OpKind::Write | OpKind::Append, _) => write!(f, " {}", ShortValue(self.value.as_deref()))?,
         }
+        write_stamps(f, self.at_ms, self.expires_ms)?;
         write!(f, " [invoked {} ns, ", self.invoke_ns)?;
         match (self.outcome, self.completion_ns) {
             (Outcome::Ok, Some(time_ns)) => write!(f, "ok {time_ns} ns]"),
@@ -157,6 +181,17 @@ impl fmt::Display for Operation {
             (Outcome::Info, Some(time_ns)) => write!(f, "info {time_ns} ns]"),
             _ => write!(f, "never completed]"),
         }
+    }
+}
+
+/// The stamps of an operation or a state for messages, named as in the format; nothing when
+/// there are none, so that reports on histories without expiry read as before.
+pub(crate) fn write_stamps(f: &mut fmt::Formatter<'_>, at_ms: Option<u64>, expires_ms: Option<u64>) -> fmt::Result {
+    match (at_ms, expires_ms) {
+        (None, None) => Ok(()),
+        (Some(at_ms), None) => write!(f, " (at_ms {at_ms})"),
+        (None, Some(expires_ms)) => write!(f, " (expires_ms {expires_ms})"),
+        (Some(at_ms), Some(expires_ms)) => write!(f, " (at_ms {at_ms}, expires_ms {expires_ms})"),
     }
 }
 
@@ -185,8 +220,8 @@ pub enum Problem {
     /// `kind` is not one of invoke, ok, fail, info.
     #[error("unknown kind {0:?} (expected invoke, ok, fail or info)")]
     UnknownKind(String),
-    /// `op` is not one of read, write, append.
-    #[error("unknown op {0:?} (expected read, write or append)")]
+    /// `op` is not one of read, write, append, expire, delete.
+    #[error("unknown op {0:?} (expected read, write, append, expire or delete)")]
     UnknownOp(String),
     /// A write or append invoked without a value.
     #[error("client {client} invokes {op} without a value")]
@@ -195,6 +230,32 @@ pub enum Problem {
         client: u64,
         /// The operation.
         op: OpKind,
+    },
+    /// An `expires_ms` on an operation other than a write, which would be silently meaningless.
+    #[error("client {client} gives {op} an expires_ms: only writes set an expiry")]
+    ExpiryOnNonWrite {
+        /// The client.
+        client: u64,
+        /// The operation.
+        op: OpKind,
+    },
+    /// A completion repeating `at_ms` or `expires_ms` with a value other than the invocation's
+    /// (or one the invocation did not have).
+    #[error(
+        "client {client} completes {op} with {field} {value} but invoked it with {}",
+        invoke_value.map_or("none".to_string(), |stamp| stamp.to_string())
+    )]
+    StampMismatch {
+        /// The client.
+        client: u64,
+        /// The op.
+        op: OpKind,
+        /// `at_ms` or `expires_ms`.
+        field: &'static str,
+        /// The completion's stamp.
+        value: u64,
+        /// The invocation's stamp.
+        invoke_value: Option<u64>,
     },
     /// A completion for a client with nothing outstanding.
     #[error("client {client} completes an operation it never invoked")]
@@ -325,6 +386,10 @@ struct RawEvent {
     key: String,
     #[serde(default)]
     value: Option<String>,
+    #[serde(default)]
+    at_ms: Option<u64>,
+    #[serde(default)]
+    expires_ms: Option<u64>,
 }
 
 fn parse_line(line: &str) -> Result<HistoryEvent, Problem> {
@@ -340,9 +405,21 @@ fn parse_line(line: &str) -> Result<HistoryEvent, Problem> {
         "read" => OpKind::Read,
         "write" => OpKind::Write,
         "append" => OpKind::Append,
+        "expire" => OpKind::Expire,
+        "delete" => OpKind::Delete,
         _ => return Err(Problem::UnknownOp(raw.op)),
     };
-    Ok(HistoryEvent { client: raw.client, id: raw.id, kind, time_ns: raw.time_ns, op, key: raw.key, value: raw.value })
+    Ok(HistoryEvent {
+        client: raw.client,
+        id: raw.id,
+        kind,
+        time_ns: raw.time_ns,
+        op,
+        key: raw.key,
+        value: raw.value,
+        at_ms: raw.at_ms,
+        expires_ms: raw.expires_ms,
+    })
 }
 
 /// Parses a history, one event per line; blank lines are skipped. The history must be
@@ -385,7 +462,8 @@ pub fn write_history(events: &[HistoryEvent], out: &mut impl std::io::Write) -> 
 }
 
 /// Checks the rules of a history given as events: every completion matches its outstanding
-/// invocation (same client and id, op, key and, for writes and appends, value); a client's
+/// invocation (same client and id, op, key and, for writes and appends, value; a stamp it
+/// repeats must be the invocation's); only writes carry `expires_ms`; a client's
 /// events all carry an operation id or none do; without ids a client has one operation
 /// outstanding at a time and is not used after its `info`; with ids an id is outstanding at
 /// most once at a time and is not used after its `info`; a client's times never go backwards;
@@ -424,6 +502,8 @@ pub(crate) struct OperationView<'a> {
     pub(crate) op: OpKind,
     pub(crate) key: &'a str,
     pub(crate) value: Option<&'a str>,
+    pub(crate) at_ms: Option<u64>,
+    pub(crate) expires_ms: Option<u64>,
     pub(crate) invoke_ns: u64,
     pub(crate) completion_ns: Option<u64>,
     pub(crate) outcome: Outcome,
@@ -438,6 +518,8 @@ impl OperationView<'_> {
             op: self.op,
             key: self.key.to_string(),
             value: self.value.map(String::from),
+            at_ms: self.at_ms,
+            expires_ms: self.expires_ms,
             invoke_ns: self.invoke_ns,
             completion_ns: self.completion_ns,
             outcome: self.outcome,
@@ -538,14 +620,17 @@ impl<'a> Identities<'a> {
         if event.time_ns < previous_ns {
             return Err(Problem::TimeWentBackwards { client, previous_ns, time_ns: event.time_ns });
         }
-        // A read's invocation carries no value; one given anyway is ignored, not trusted.
+        // Reads, expires and deletes carry no value; one given anyway is ignored, not trusted.
         let value = match event.op {
-            OpKind::Read => None,
+            OpKind::Read | OpKind::Expire | OpKind::Delete => None,
             OpKind::Write | OpKind::Append => {
                 let value = event.value.as_deref().ok_or(Problem::MissingValue { client, op: event.op })?;
                 Some(value)
             }
         };
+        if event.expires_ms.is_some() && event.op != OpKind::Write {
+            return Err(Problem::ExpiryOnNonWrite { client, op: event.op });
+        }
         state.insert(IdentityState::Outstanding { operation: self.operations.len(), line });
         self.operations.push(OperationView {
             client,
@@ -553,6 +638,8 @@ impl<'a> Identities<'a> {
             op: event.op,
             key: &event.key,
             value,
+            at_ms: event.at_ms,
+            expires_ms: event.expires_ms,
             invoke_ns: event.time_ns,
             completion_ns: None,
             outcome: Outcome::Unfinished,
@@ -635,6 +722,14 @@ fn check_completion_matches(
             value: value.to_string(),
             invoke_value: invoke_value.to_string(),
         });
+    }
+    let stamps = [("at_ms", event.at_ms, operation.at_ms), ("expires_ms", event.expires_ms, operation.expires_ms)];
+    for (field, stamp, invoke_stamp) in stamps {
+        if let Some(value) = stamp
+            && Some(value) != invoke_stamp
+        {
+            return Err(Problem::StampMismatch { client, op: event.op, field, value, invoke_value: invoke_stamp });
+        }
     }
     Ok(())
 }

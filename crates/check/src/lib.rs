@@ -2,8 +2,8 @@
 //!
 //! - [`history`]: the client history format (one JSON event per line), its parser and writer,
 //!   and the pairing of invocations with their completions into [`history::Operation`]s.
-//! - [`linearizability`]: whether a history of reads, writes and appends on a key-value store
-//!   is linearizable, checked key by key with a frontier search.
+//! - [`linearizability`]: whether a history of reads, writes, appends, expires and deletes on a
+//!   key-value store with key expiry is linearizable, checked key by key with a frontier search.
 //! - [`agreement`]: whether replicas that applied the same number of writes to a key applied the
 //!   same writes in the same order, and whether they converged.
 //!
@@ -24,6 +24,6 @@ pub use history::{
     validate_history, write_history,
 };
 pub use linearizability::{
-    Applied, CheckOptions, CheckStats, Violation, Witness, check_linearizable, check_linearizable_with,
+    Applied, CheckOptions, CheckStats, ReportedState, Violation, Witness, check_linearizable, check_linearizable_with,
     check_linearizable_witnessed,
 };

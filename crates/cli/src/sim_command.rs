@@ -58,6 +58,10 @@ pub struct SimArgs {
     /// keys (a quarter of them with WATCH, so some abort).
     #[arg(long)]
     transactions: Option<f64>,
+    /// Share of SETs that expire (PX 1-20 ms); every command is then stamped with its client's
+    /// clock, and some operations are sweeps of expired keys (key expiry, checked like the rest).
+    #[arg(long)]
+    expiry: Option<f64>,
     /// Operations each client keeps in flight (pipelining; at most what the protocol's clients
     /// take at once: unreplicated and multipaxos pipeline, the others take one).
     #[arg(long)]
@@ -138,22 +142,7 @@ fn build_config(args: &SimArgs, seeds_mode: bool) -> Result<SimConfig, String> {
     config.clients = args.clients.unwrap_or(config.clients);
     config.duration_ns = args.duration.unwrap_or(config.duration_ns);
     config.seed = args.seed.unwrap_or(config.seed);
-    if let Some(name) = &args.workload {
-        config.workload =
-            WorkloadSpec { op_timeout_ns: config.workload.op_timeout_ns, ..WorkloadSpec::from_name(name)? };
-    }
-    if let Some(ratio) = args.multi_key {
-        config.workload.multi_key_ratio = ratio;
-    }
-    if let Some(ratio) = args.transactions {
-        config.workload.transaction_ratio = ratio;
-    }
-    if let Some(rate) = args.rate {
-        config.workload.rate_per_client = Some(rate);
-    }
-    if let Some(outstanding) = args.outstanding {
-        config.workload.outstanding_max = outstanding;
-    }
+    apply_workload_args(args, &mut config.workload)?;
     config.faults = match args.faults.as_str() {
         "none" => config.faults,
         "random" => FaultPlan { random: true, ..config.faults },
@@ -199,6 +188,30 @@ fn build_config(args: &SimArgs, seeds_mode: bool) -> Result<SimConfig, String> {
     config.colocate_clients |= args.colocate_clients;
     config.validate()?;
     Ok(config)
+}
+
+/// The workload flags (`--workload`, `--multi-key`, `--transactions`, `--expiry`, `--rate`,
+/// `--outstanding`) over the configured workload.
+fn apply_workload_args(args: &SimArgs, workload: &mut WorkloadSpec) -> Result<(), String> {
+    if let Some(name) = &args.workload {
+        *workload = WorkloadSpec { op_timeout_ns: workload.op_timeout_ns, ..WorkloadSpec::from_name(name)? };
+    }
+    if let Some(ratio) = args.multi_key {
+        workload.multi_key_ratio = ratio;
+    }
+    if let Some(ratio) = args.transactions {
+        workload.transaction_ratio = ratio;
+    }
+    if let Some(ratio) = args.expiry {
+        workload.expiry_ratio = ratio;
+    }
+    if let Some(rate) = args.rate {
+        workload.rate_per_client = Some(rate);
+    }
+    if let Some(outstanding) = args.outstanding {
+        workload.outstanding_max = outstanding;
+    }
+    Ok(())
 }
 
 /// Runs `ordo sim`.

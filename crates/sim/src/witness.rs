@@ -1,4 +1,4 @@
-//! The replicas' order of each key's writes and appends, recorded as they apply them, for the
+//! The replicas' order of each key's updates (writes, appends, sweeps, deletes), recorded as they apply them, for the
 //! linearizability check's witness (`ordo_check::Witness`): with it, the check of a long run
 //! verifies each key in linear time instead of searching.
 //!
@@ -11,14 +11,15 @@
 
 use bytes::Bytes;
 use ordo_check::{Applied, Witness};
+use ordo_core::command::{SetCondition, SetExpiry};
 use ordo_core::{Command, CommandResult, Key, KeyDigest, KvStore, RequestId, StateMachine};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 /// What one machine applied, per key, in order; `None` once a command the history cannot
-/// express (a delete, a conditional set, a counter) touched the key.
-type Log = Arc<Mutex<HashMap<Key, Option<Vec<(bool, Bytes)>>>>>;
+/// express (a conditional set, KEEPTTL, a counter) touched the key.
+type Log = Arc<Mutex<HashMap<Key, Option<Vec<Applied>>>>>;
 
 thread_local! {
     /// The logs of the machines built by the run on this thread.
@@ -44,27 +45,46 @@ impl RecordingKv {
         Box::new(RecordingKv { store: KvStore::new(), log })
     }
 
-    fn record(&self, command: &Command) {
+    /// Records what `command`, stamped `at_ms` (from an enclosing [`Command::Timed`]), does to
+    /// each key it touches.
+    fn record(&self, command: &Command, at_ms: Option<i64>) {
+        match command {
+            Command::Timed { now_ms, command } => return self.record(command, Some(*now_ms)),
+            // Without WATCH a transaction always runs its commands, in order, at its stamp.
+            Command::Transaction { watched, commands } if watched.is_empty() => {
+                return commands.iter().for_each(|command| self.record(command, at_ms));
+            }
+            _ => {}
+        }
         let mut log = self.log.lock().expect("one thread");
-        let mut push = |key: &Key, effect: Option<(bool, Bytes)>| {
+        let mut push = |key: &Key, effect: Option<Applied>| {
             let entry = log.entry(key.clone()).or_insert_with(|| Some(Vec::new()));
             match (entry.as_mut(), effect) {
                 (Some(sequence), Some(effect)) => sequence.push(effect),
                 _ => *entry = None,
             }
         };
+        let text = |bytes: &Bytes| String::from_utf8_lossy(bytes).into_owned();
         match command {
-            Command::Set { key, value, condition: ordo_core::command::SetCondition::Always, .. } => {
-                push(key, Some((false, value.clone())))
+            // The expiry comes from the history's write; the order needs only the value.
+            Command::Set {
+                key,
+                value,
+                condition: SetCondition::Always,
+                expiry: SetExpiry::Clear | SetExpiry::Set(_),
+            } => push(key, Some(Applied::Write(text(value)))),
+            Command::MSet { pairs } => {
+                pairs.iter().for_each(|(key, value)| push(key, Some(Applied::Write(text(value)))))
             }
-            Command::MSet { pairs } => pairs.iter().for_each(|(key, value)| push(key, Some((false, value.clone())))),
-            Command::Append { key, value } => push(key, Some((true, value.clone()))),
+            Command::Append { key, value } => push(key, Some(Applied::Append(text(value)))),
+            // A sweep is recorded whether or not it removed the key, with its stamp (in the
+            // history's milliseconds; simulated clocks never read below zero).
+            Command::ExpireSweep { keys } => {
+                let stamp = at_ms.map(|at_ms| u64::try_from(at_ms).expect("simulated stamps are not negative"));
+                keys.iter().for_each(|key| push(key, Some(Applied::Expire(stamp))))
+            }
+            Command::Del { keys } => keys.iter().for_each(|key| push(key, Some(Applied::Delete))),
             command if command.is_read_only() => {}
-            // Without WATCH a transaction always runs its commands, in order.
-            Command::Transaction { watched, commands } if watched.is_empty() => {
-                drop(log);
-                commands.iter().for_each(|command| self.record(command));
-            }
             command => command.for_each_key(|key| push(key, None)),
         }
     }
@@ -72,7 +92,7 @@ impl RecordingKv {
 
 impl StateMachine for RecordingKv {
     fn apply(&mut self, request: RequestId, command: &Command) -> CommandResult {
-        self.record(command);
+        self.record(command, None);
         self.store.apply(request, command)
     }
 
@@ -111,11 +131,7 @@ pub fn collect() -> Witness {
                     continue;
                 }
                 longest.insert(key.clone(), sequence.len());
-                let effects = sequence.iter().map(|(append, value)| {
-                    let value = String::from_utf8_lossy(value).into_owned();
-                    if *append { Applied::Append(value) } else { Applied::Write(value) }
-                });
-                witness.effects.insert(text, effects.collect());
+                witness.effects.insert(text, sequence.clone());
             }
         }
     });

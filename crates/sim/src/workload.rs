@@ -6,6 +6,7 @@
 //! can tell writes apart.
 
 use ordo_check::history::OpKind;
+use ordo_core::command::{ExpiryTime, SetCondition, SetExpiry};
 use ordo_core::{Command, CommandResult, Key};
 use rand::RngExt;
 use rand_chacha::ChaCha8Rng;
@@ -64,6 +65,11 @@ pub struct WorkloadSpec {
     /// on distinct keys. A quarter of them WATCH their first key at a guessed version, so some
     /// abort (the history records an aborted transaction as failed: it took no effect).
     pub transaction_ratio: f64,
+    /// Share of SETs that expire (PX of 1 to 20 ms). When positive, every command is stamped
+    /// with its client node's clock (skewed by clock faults, so stamps are not monotonic in the
+    /// order), and a quarter of this share of operations are sweeps of one key (the gateway's
+    /// replicated removal of expired keys), recorded as `expire` operations.
+    pub expiry_ratio: f64,
 }
 
 impl Default for WorkloadSpec {
@@ -80,6 +86,7 @@ impl Default for WorkloadSpec {
             outstanding_max: 1,
             multi_key_ratio: 0.0,
             transaction_ratio: 0.0,
+            expiry_ratio: 0.0,
         }
     }
 }
@@ -136,6 +143,7 @@ impl WorkloadSpec {
         ratio("append_ratio", self.append_ratio)?;
         ratio("multi_key_ratio", self.multi_key_ratio)?;
         ratio("transaction_ratio", self.transaction_ratio)?;
+        ratio("expiry_ratio", self.expiry_ratio)?;
         if self.outstanding_max == 0 {
             return Err("workload: outstanding_max must be at least 1".into());
         }
@@ -163,20 +171,58 @@ pub struct GeneratedPart {
     pub key: String,
     /// The value written or appended.
     pub value: Option<String>,
+    /// The command's stamp ([`Command::Timed`]), in ms; `None` when unstamped.
+    pub at_ms: Option<u64>,
+    /// A write's expiry (resolved from its stamp), in ms; `None` when it never expires.
+    pub expires_ms: Option<u64>,
 }
 
 /// How the history records `command`: one part per key (a multi-key command is recorded as one
-/// read or write per key, each spanning the command). Only for commands [`Generator`] makes.
+/// read or write per key, each spanning the command). Only for commands [`Generator`] makes,
+/// stamped or not, plus DEL.
 pub fn parts(command: &Command) -> Vec<GeneratedPart> {
-    let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
-    let part = |kind, key: &[u8], value: Option<&[u8]>| GeneratedPart { kind, key: text(key), value: value.map(text) };
+    let mut parts = Vec::new();
+    push_parts(command, None, &mut parts);
+    parts
+}
+
+/// [`parts`] of `command` carrying the stamp `at_ms` of an enclosing [`Command::Timed`].
+fn push_parts(command: &Command, at_ms: Option<i64>, parts: &mut Vec<GeneratedPart>) {
     match command {
-        Command::Get { key } => vec![part(OpKind::Read, key, None)],
-        Command::Set { key, value, .. } => vec![part(OpKind::Write, key, Some(value))],
-        Command::Append { key, value } => vec![part(OpKind::Append, key, Some(value))],
-        Command::MGet { keys } => keys.iter().map(|key| part(OpKind::Read, key, None)).collect(),
-        Command::MSet { pairs } => pairs.iter().map(|(key, value)| part(OpKind::Write, key, Some(value))).collect(),
-        Command::Transaction { commands, .. } => commands.iter().flat_map(parts).collect(),
+        Command::Transaction { commands, .. } => {
+            return commands.iter().for_each(|command| push_parts(command, at_ms, parts));
+        }
+        Command::Timed { now_ms, command } => return push_parts(command, Some(*now_ms), parts),
+        _ => {}
+    }
+    let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
+    // Stamps come from simulated clocks, which never read below zero.
+    let ms = |stamp: i64| u64::try_from(stamp).expect("simulated stamps are not negative");
+    let mut part = |kind, key: &[u8], value: Option<&[u8]>, expires_ms: Option<i64>| {
+        parts.push(GeneratedPart {
+            kind,
+            key: text(key),
+            value: value.map(text),
+            at_ms: at_ms.map(ms),
+            expires_ms: expires_ms.map(ms),
+        })
+    };
+    match command {
+        Command::Get { key } => part(OpKind::Read, key, None, None),
+        Command::Set { key, value, condition: SetCondition::Always, expiry } => {
+            let expires_ms = match expiry {
+                SetExpiry::Clear => None,
+                // A relative expiry is resolved with the stamp, as the store does.
+                SetExpiry::Set(time) => Some(time.resolve(at_ms.expect("the generator stamps expiring SETs"))),
+                SetExpiry::Keep => panic!("the workload generator never makes KEEPTTL"),
+            };
+            part(OpKind::Write, key, Some(value), expires_ms)
+        }
+        Command::Append { key, value } => part(OpKind::Append, key, Some(value), None),
+        Command::MGet { keys } => keys.iter().for_each(|key| part(OpKind::Read, key, None, None)),
+        Command::MSet { pairs } => pairs.iter().for_each(|(key, value)| part(OpKind::Write, key, Some(value), None)),
+        Command::ExpireSweep { keys } => keys.iter().for_each(|key| part(OpKind::Expire, key, None, None)),
+        Command::Del { keys } => keys.iter().for_each(|key| part(OpKind::Delete, key, None, None)),
         other => panic!("the workload generator never makes {other:?}"),
     }
 }
@@ -205,9 +251,10 @@ pub fn part_results(result: CommandResult, may_abort: bool) -> Option<Vec<Option
     }
 }
 
-/// True when a null result means `command` took no effect (a transaction with WATCH).
+/// True when a null result means `command` took no effect (a transaction with WATCH, stamped
+/// or not).
 pub fn may_abort(command: &Command) -> bool {
-    matches!(command, Command::Transaction { watched, .. } if !watched.is_empty())
+    matches!(command.untimed(), Command::Transaction { watched, .. } if !watched.is_empty())
 }
 
 /// Draws operations for one run (one instance shared by all clients, fed the workload RNG).
@@ -307,11 +354,25 @@ impl Generator {
                 return self.multi_key(read, [key, other], unique);
             }
         }
+        if self.spec.expiry_ratio > 0.0 && rng.random_bool(self.spec.expiry_ratio / 4.0) {
+            return Command::ExpireSweep { keys: vec![key.into()] };
+        }
         if read {
             return Command::get(key);
         }
-        let value = self.value(unique, 0);
-        if rng.random_bool(self.spec.append_ratio) { Command::append(key, value) } else { Command::set(key, value) }
+        self.write(rng, key, self.value(unique, 0))
+    }
+
+    /// An APPEND or a SET, which expires in a share `expiry_ratio` of cases.
+    fn write(&self, rng: &mut ChaCha8Rng, key: String, value: String) -> Command {
+        if rng.random_bool(self.spec.append_ratio) {
+            return Command::append(key, value);
+        }
+        if self.spec.expiry_ratio > 0.0 && rng.random_bool(self.spec.expiry_ratio) {
+            let expiry = SetExpiry::Set(ExpiryTime::In(rng.random_range(1..=20)));
+            return Command::Set { key: key.into(), value: value.into(), condition: SetCondition::Always, expiry };
+        }
+        Command::set(key, value)
     }
 
     /// Two or three single-key commands on distinct keys, as one transaction; `None` when the
@@ -335,10 +396,8 @@ impl Generator {
             let key = key.clone();
             if rng.random_bool(self.spec.read_ratio) {
                 Command::get(key)
-            } else if rng.random_bool(self.spec.append_ratio) {
-                Command::append(key, self.value(unique, part))
             } else {
-                Command::set(key, self.value(unique, part))
+                self.write(rng, key, self.value(unique, part))
             }
         });
         let commands: Vec<Command> = commands.collect();

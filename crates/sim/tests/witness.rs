@@ -20,16 +20,36 @@ fn the_replicas_order_proves_every_protocols_keys() {
     // without a search (the check of a long run stays linear), and the witnessed verdict is
     // the search's. Method: one seed per protocol with random faults; the witness of the run
     // (collected on this thread after it) is checked, then the history without it.
+    witness_proves_every_key(0.0);
+}
+
+#[test]
+fn the_replicas_order_proves_every_key_with_expiry() {
+    // Goal: the same with key expiry: stamped commands, expiring SETs and sweeps, which the
+    // witness records with their stamps. Method: as above with `--expiry 0.2`.
+    witness_proves_every_key(0.2);
+}
+
+/// Runs every protocol for one seed with `expiry_ratio` and checks that the witness proves
+/// every key and agrees with the search.
+fn witness_proves_every_key(expiry_ratio: f64) {
     let mut report = Vec::new();
     for info in protocols().iter().filter(|p| !p.canary) {
-        let config = SimConfig {
+        let mut config = SimConfig {
             seed: 3,
             duration_ns: 300_000_000,
             clients: 8,
             faults: FaultPlan { random: true, ..FaultPlan::default() },
             ..SimConfig::default()
         };
+        config.workload.expiry_ratio = expiry_ratio;
         let run = with_protocol(info.name, Run(config)).expect("registered");
+        if expiry_ratio > 0.0 {
+            // Otherwise the run would prove nothing about expiry.
+            let has_sweeps = run.history.iter().any(|event| event.op == ordo_check::history::OpKind::Expire);
+            assert!(has_sweeps, "{}: no sweep recorded", info.name);
+            assert!(run.history.iter().any(|event| event.expires_ms.is_some()), "{}: nothing expires", info.name);
+        }
         let witness = ordo_sim::witness::collect();
         let options = ordo_check::CheckOptions::default();
         let witnessed = ordo_check::check_linearizable_witnessed(&run.history, &witness, &options);
@@ -39,5 +59,5 @@ fn the_replicas_order_proves_every_protocols_keys() {
         report.push(format!("{} {}/{}", info.name, stats.keys_witnessed, stats.keys));
         assert_eq!(stats.keys_witnessed, stats.keys, "{}: keys left to the search: {report:?}", info.name);
     }
-    eprintln!("keys witnessed: {}", report.join(", "));
+    eprintln!("keys witnessed (expiry {expiry_ratio}): {}", report.join(", "));
 }

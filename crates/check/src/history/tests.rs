@@ -2,7 +2,17 @@ use super::*;
 use proptest::prelude::*;
 
 fn event(client: u64, kind: EventKind, time_ns: u64, op: OpKind, key: &str, value: Option<&str>) -> HistoryEvent {
-    HistoryEvent { client, id: None, kind, time_ns, op, key: key.into(), value: value.map(Into::into) }
+    HistoryEvent {
+        client,
+        id: None,
+        kind,
+        time_ns,
+        op,
+        key: key.into(),
+        value: value.map(Into::into),
+        at_ms: None,
+        expires_ms: None,
+    }
 }
 
 fn problem_of(text: &str) -> (usize, Problem) {
@@ -290,6 +300,79 @@ fn each_id_malformation_is_named() {
         assert!(expected(&error.problem), "{text}: {}", error.problem);
         assert_eq!(error.to_string(), message, "{text}");
     }
+}
+
+#[test]
+fn stamps_and_new_ops_parse_and_round_trip() {
+    // Goal: `at_ms`, `expires_ms`, `expire` and `delete` parse, survive writing and parsing, reach
+    // the paired operations and their messages; a completion may repeat the stamps. Method: a
+    // write with both stamps completed with them repeated, a stamped read, an expire and a delete.
+    let text = r#"{"client":1,"kind":"invoke","time_ns":1,"op":"write","key":"k","value":"v","at_ms":5,"expires_ms":9}
+{"client":1,"kind":"ok","time_ns":2,"op":"write","key":"k","value":"v","at_ms":5,"expires_ms":9}
+{"client":2,"kind":"invoke","time_ns":3,"op":"read","key":"k","at_ms":11}
+{"client":2,"kind":"ok","time_ns":4,"op":"read","key":"k","value":null}
+{"client":3,"kind":"invoke","time_ns":5,"op":"expire","key":"k","at_ms":12}
+{"client":3,"kind":"ok","time_ns":6,"op":"expire","key":"k","at_ms":12}
+{"client":4,"kind":"invoke","time_ns":7,"op":"delete","key":"k"}
+{"client":4,"kind":"info","time_ns":8,"op":"delete","key":"k"}
+"#;
+    let events = parse_history(text).unwrap();
+    assert_eq!((events[0].at_ms, events[0].expires_ms), (Some(5), Some(9)));
+    assert_eq!((events[4].op, events[6].op), (OpKind::Expire, OpKind::Delete));
+    let mut written = Vec::new();
+    write_history(&events, &mut written).unwrap();
+    assert_eq!(parse_history(&String::from_utf8(written).unwrap()).unwrap(), events);
+    let operations = pair_operations(&events).unwrap();
+    assert_eq!((operations[0].at_ms, operations[0].expires_ms), (Some(5), Some(9)));
+    assert_eq!((operations[1].at_ms, operations[2].at_ms, operations[3].outcome), (Some(11), Some(12), Outcome::Info));
+    assert_eq!(operations[0].to_string(), r#"client 1 write "v" (at_ms 5, expires_ms 9) [invoked 1 ns, ok 2 ns]"#);
+    assert_eq!(operations[1].to_string(), "client 2 read -> absent (at_ms 11) [invoked 3 ns, ok 4 ns]");
+    assert_eq!(operations[2].to_string(), "client 3 expire (at_ms 12) [invoked 5 ns, ok 6 ns]");
+    assert_eq!(operations[3].to_string(), "client 4 delete [invoked 7 ns, info 8 ns]");
+    let line =
+        r#"{"client":1,"kind":"invoke","time_ns":1,"op":"write","key":"k","value":"v","at_ms":5,"expires_ms":9}"#;
+    assert_eq!(events[0].to_json_line(), line);
+}
+
+#[test]
+fn each_stamp_malformation_is_named() {
+    // Goal: a misplaced expiry and a completion contradicting its invocation's stamps are typed
+    // errors with their line and a message. Method: one minimal violating history per case.
+    let invoke = r#"{"client":1,"kind":"invoke","time_ns":1,"op":"write","key":"k","value":"v","at_ms":5}"#;
+    let cases: Vec<(String, usize, ProblemTest, &str)> = vec![
+        (
+            r#"{"client":1,"kind":"invoke","time_ns":1,"op":"append","key":"k","value":"v","expires_ms":3}"#.into(),
+            1,
+            |p| matches!(p, Problem::ExpiryOnNonWrite { client: 1, op: OpKind::Append }),
+            "line 1: client 1 gives append an expires_ms: only writes set an expiry",
+        ),
+        (
+            format!("{invoke}\n{}", invoke.replace("invoke", "ok").replace(r#""at_ms":5"#, r#""at_ms":6"#)),
+            2,
+            |p| matches!(p, Problem::StampMismatch { field: "at_ms", value: 6, invoke_value: Some(5), .. }),
+            "line 2: client 1 completes write with at_ms 6 but invoked it with 5",
+        ),
+        (
+            format!("{invoke}\n{}", invoke.replace("invoke", "ok").replace('}', r#","expires_ms":8}"#)),
+            2,
+            |p| matches!(p, Problem::StampMismatch { field: "expires_ms", value: 8, invoke_value: None, .. }),
+            "line 2: client 1 completes write with expires_ms 8 but invoked it with none",
+        ),
+        (
+            r#"{"client":1,"kind":"invoke","time_ns":1,"op":"sweep","key":"k"}"#.into(),
+            1,
+            |p| matches!(p, Problem::UnknownOp(op) if op == "sweep"),
+            r#"line 1: unknown op "sweep" (expected read, write, append, expire or delete)"#,
+        ),
+    ];
+    for (text, line, expected, message) in cases {
+        let error = parse_history(&text).expect_err("the history is malformed");
+        assert_eq!(error.line, line, "{text}");
+        assert!(expected(&error.problem), "{text}: {}", error.problem);
+        assert_eq!(error.to_string(), message, "{text}");
+    }
+    let without = format!("{invoke}\n{}", invoke.replace("invoke", "ok").replace(r#","at_ms":5"#, ""));
+    assert!(parse_history(&without).is_ok(), "a completion need not repeat the stamps");
 }
 
 #[test]

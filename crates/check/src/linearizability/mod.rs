@@ -1,7 +1,12 @@
 //! Linearizability of a key-value history (Herlihy and Wing, 1990), checked key by key.
 //!
-//! The model: a key holds `None` (absent) or a string; a write sets it, an append concatenates
-//! to it (absent counting as empty), a read returns it. Operations on different keys commute,
+//! The model: a key holds `None` (absent) or a string with an optional expiry stamp; a write sets
+//! both, an append concatenates to the string (keeping the expiry; an absent or expired key
+//! counts as empty and the result never expires), a read returns the string, an expire (the
+//! store's sweep) removes an expired key and a delete any key. A key has expired for an
+//! operation stamped `at_ms` when `at_ms` is strictly greater than its expiry; an operation
+//! without a stamp sees no key as expired. Stamps come from the clients' clocks and need not
+//! grow in linearization order: each operation is judged at its own stamp. Operations on different keys commute,
 //! so a history is linearizable exactly when each key's sub-history is (P-compositionality,
 //! Horn and Kroening 2015), and each key is checked alone.
 //!
@@ -17,6 +22,7 @@
 //! `docs/history.md` explains it for users.
 
 mod frontier;
+mod matching;
 mod observers;
 mod slots;
 mod state;
@@ -29,11 +35,15 @@ mod oracle;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_expiry;
+#[cfg(test)]
 mod tests_witness;
 #[cfg(test)]
 mod workload;
 
-use crate::history::{HistoryError, HistoryEvent, OpKind, Operation, OperationView, Outcome, ShortValue, pair};
+use crate::history::{
+    HistoryError, HistoryEvent, OpKind, Operation, OperationView, Outcome, ShortValue, pair, write_stamps,
+};
 use frontier::{Effect, Failure, KeyOperation, Limits, Search, Step, StepKind};
 use observers::Observers;
 use state::{KeyState, Piece};
@@ -107,12 +117,12 @@ pub enum Violation {
     NotLinearizable {
         /// The key.
         key: String,
-        /// The ok operation that could not be linearized (always a read: writes and appends
+        /// The ok operation that could not be linearized (always a read: updates
         /// can always take effect). Boxed to keep the error small on the success path.
         operation: Box<Operation>,
-        /// The values the key could hold just before the operation completed, before applying
-        /// any of the open operations (`None` = absent); at most a few.
-        states: Vec<Option<String>>,
+        /// The states the key could hold just before the operation completed, before applying
+        /// any of the open operations; at most a few.
+        states: Vec<ReportedState>,
         /// The other operations on the key that were open at that moment.
         concurrent: Vec<Operation>,
     },
@@ -126,6 +136,29 @@ pub enum Violation {
     Malformed(HistoryError),
 }
 
+/// A state the key could hold, in a report.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReportedState {
+    /// The value, `None` when absent.
+    pub value: Option<String>,
+    /// The stamp after which the value expires, if it does.
+    pub expires_ms: Option<u64>,
+}
+
+impl ReportedState {
+    /// A state without expiry.
+    pub fn value(value: Option<&str>) -> Self {
+        ReportedState { value: value.map(String::from), expires_ms: None }
+    }
+}
+
+impl fmt::Display for ReportedState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", ShortValue(self.value.as_deref()))?;
+        write_stamps(f, None, self.expires_ms)
+    }
+}
+
 /// How many concurrent operations a report lists before summarizing the rest.
 const REPORTED_CONCURRENT_MAX: usize = 20;
 
@@ -135,7 +168,7 @@ impl fmt::Display for Violation {
             Violation::NotLinearizable { key, operation, states, concurrent } => {
                 writeln!(f, "key {key:?} is not linearizable: no order of its operations explains")?;
                 writeln!(f, "  {operation}")?;
-                let states: Vec<String> = states.iter().map(|state| ShortValue(state.as_deref()).to_string()).collect();
+                let states: Vec<String> = states.iter().map(ReportedState::to_string).collect();
                 write!(
                     f,
                     "  before it completed, without the open operations, the key could hold: {}",
@@ -300,7 +333,7 @@ enum KeyChecked {
 
 /// A key's failure in terms of the history's operations (indices into the paired operations).
 enum KeyFailure {
-    Stuck { operation: usize, states: Vec<Option<String>>, open: Vec<usize> },
+    Stuck { operation: usize, states: Vec<ReportedState>, open: Vec<usize> },
     TooComplex,
 }
 
@@ -354,21 +387,26 @@ fn prepare(operations: &[OperationView<'_>], indices: &[usize]) -> (Vec<KeyOpera
     (key_operations, steps)
 }
 
-/// Whether an operation constrains the key at all.
+/// Whether an operation constrains the key at all. An expire without a stamp sees nothing
+/// expired, so it never changes the key.
 fn constrains(operation: &OperationView<'_>) -> bool {
     match (operation.op, operation.outcome) {
         (_, Outcome::Fail) => false,
         (OpKind::Read, outcome) => outcome == Outcome::Ok,
-        (OpKind::Write | OpKind::Append, _) => true,
+        (OpKind::Expire, _) => operation.at_ms.is_some(),
+        (OpKind::Write | OpKind::Append | OpKind::Delete, _) => true,
     }
 }
 
 fn key_operation(source: usize, operation: &OperationView<'_>) -> KeyOperation {
     let value = || operation.value.expect("pairing requires a value for writes and appends");
+    let at_ms = operation.at_ms;
     let effect = match operation.op {
-        OpKind::Read => Effect::Read(operation.value.map(Piece::new)),
-        OpKind::Write => Effect::Write(KeyState::written(&Piece::new(value()))),
-        OpKind::Append => Effect::Append(Piece::new(value())),
+        OpKind::Read => Effect::Read { expected: operation.value.map(Piece::new), at_ms },
+        OpKind::Write => Effect::Write(KeyState::written(&Piece::new(value()), operation.expires_ms)),
+        OpKind::Append => Effect::Append { piece: Piece::new(value()), at_ms },
+        OpKind::Expire => Effect::Expire { at_ms },
+        OpKind::Delete => Effect::Delete,
     };
     let optional = operation.outcome != Outcome::Ok;
     KeyOperation { source, effect, optional, slot: usize::MAX }

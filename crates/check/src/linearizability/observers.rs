@@ -6,21 +6,41 @@
 //! unbearably slow. But the whole history is known in advance, so the checker can tell when the
 //! last read that could observe the operation completes, and retire the operation then.
 //!
-//! Why retiring is sound: take a valid linearization that applies an optional operation O that
-//! no read observes. The states O changes last until the next write; no read sits in that span
-//! (it would observe O), and appends there leave no trace outside it. So the linearization
-//! without O is valid too. A read that completes after the last read that could observe O
-//! cannot observe it either, by definition of "could".
+//! Why retiring is sound: take a valid linearization that applies an optional operation O and
+//! compare it with the same linearization without O. The two agree up to O; after it they may
+//! differ until a write or a delete (which set the key whatever it held) or until they agree
+//! again: call that stretch O's span. Updates in the span are legal either way, and reads
+//! outside it see the same state. So dropping O keeps the linearization valid unless a read in
+//! the span returns what it could not return without O, and the test below marks every such
+//! read as one that "could observe" O. If O is applied after the last read that could observe
+//! it completed, every read of its span is linearized after O, so completes later, so is not
+//! such a read, and O can be dropped: retiring O then loses nothing.
+//!
+//! What reads in O's span return, by what O is (no assumption on the order of the stamps):
+//!
+//! - A write of `v` without expiry: the key holds `v` then appended values, and never expires
+//!   (no append starts afresh, no sweep removes it).
+//! - An append of `a` that starts afresh (absent or expired key): `a` then appended values,
+//!   never expiring. One that extends a value keeps its expiry, so both runs hold the same
+//!   expiry and differ only in the string: every expiry decision in the span is the same in
+//!   both, a read returns a string with `a` among its pieces or `null` in both runs, and an
+//!   append that starts afresh ends the span.
+//! - A delete, a sweep that removes the key, or a write with an expiry: the key may be absent
+//!   or expired, or restarted by appends: reads return `null` or appended values alone (and,
+//!   for the write, also `v` then appended values). A sweep that removes nothing has no span.
 //!
 //! Which reads could observe O: a read's value is the last write's value (or nothing, if the
-//! key was absent) followed by the values of the appends since, so a read can observe an append
-//! of `a` only if its value splits into a write value or nothing, then append values, with one
-//! of the pieces being that `a`; and a write of `v` only if its value is `v` followed by append
-//! values. The checker tests exactly this split, using every write and append value of the key
-//! (which over-approximates the operations that could really be there, so it never retires too
-//! early). Occurrences of values are found with Aho-Corasick automata, in time linear in the
-//! text of the reads plus the occurrences. A plain substring test would not do: with values
-//! like `.12` and `.123`, every read holding `.123` would keep `.12` alive to the end.
+//! key was absent, expired or removed) followed by the values of the appends since, so a read
+//! can observe an append of `a` only if its value splits into a write value or nothing, then
+//! append values, with one of the pieces being that `a`; and a write of `v` only if its value is
+//! `v` followed by append values. A delete, an expire or a write with an expiry is, on top of
+//! that, observed by every read of `null` and every read whose value splits into append values
+//! alone (conservatively: such a read need not have seen the key go). The checker tests exactly
+//! these splits, using every write and append value of the key (which over-approximates the
+//! operations that could really be there, so it never retires too early). Occurrences of values
+//! are found with Aho-Corasick automata, in time linear in the text of the reads plus the
+//! occurrences. A plain substring test would not do: with values like `.12` and `.123`, every
+//! read holding `.123` would keep `.12` alive to the end.
 
 use crate::history::{OpKind, OperationView, Outcome};
 
@@ -28,6 +48,9 @@ use crate::history::{OpKind, OperationView, Outcome};
 pub(super) struct Observers<'a> {
     /// Completion of the key's last ok read.
     last_read_ns: Option<u64>,
+    /// Completion of the key's last ok read of `null` or of append values alone: the reads that
+    /// could observe a delete, an expire or a write with an expiry.
+    reset_observed_ns: Option<u64>,
     /// Distinct write values, sorted, and the last completion of a read that could observe each.
     write_values: Vec<&'a str>,
     write_observed_ns: Vec<Option<u64>>,
@@ -43,6 +66,7 @@ impl<'a> Observers<'a> {
         let append_values = distinct_values(operations, OpKind::Append);
         let mut observers = Observers {
             last_read_ns: None,
+            reset_observed_ns: None,
             write_observed_ns: vec![None; write_values.len()],
             append_observed_ns: vec![None; append_values.len()],
             write_values,
@@ -58,7 +82,10 @@ impl<'a> Observers<'a> {
                 continue;
             };
             observers.last_read_ns = observers.last_read_ns.max(Some(completion_ns));
-            let Some(text) = operation.value else { continue };
+            let Some(text) = operation.value else {
+                raise(&mut observers.reset_observed_ns, completion_ns);
+                continue;
+            };
             match &matchers {
                 Some((writes, appends)) => observers.observe(text, completion_ns, writes, appends),
                 None => {
@@ -95,6 +122,9 @@ impl<'a> Observers<'a> {
         for &(start, end, _) in pieces.iter().rev() {
             finishing[start] |= finishing[end];
         }
+        if finishing[0] {
+            raise(&mut self.reset_observed_ns, completion_ns);
+        }
         for pattern in bases {
             if finishing[self.write_values[pattern].len()] {
                 raise(&mut self.write_observed_ns[pattern], completion_ns);
@@ -110,9 +140,21 @@ impl<'a> Observers<'a> {
     /// When the last read that could observe the optional `operation` completes; `None` if no
     /// read could.
     pub(super) fn last_observation_ns(&self, operation: &OperationView<'_>) -> Option<u64> {
+        let may_remove = match operation.op {
+            OpKind::Read => return None,
+            OpKind::Expire | OpKind::Delete => return self.reset_observed_ns,
+            OpKind::Write => operation.expires_ms.is_some(),
+            OpKind::Append => false,
+        };
+        let by_value = self.value_observation_ns(operation);
+        if may_remove { by_value.max(self.reset_observed_ns) } else { by_value }
+    }
+
+    /// [`Self::last_observation_ns`] for reads that show a write's or an append's value.
+    fn value_observation_ns(&self, operation: &OperationView<'_>) -> Option<u64> {
         let value = operation.value?;
         let (values, observed_ns) = match operation.op {
-            OpKind::Read => return None,
+            OpKind::Read | OpKind::Expire | OpKind::Delete => return None,
             // The automata do not report empty values, which every read could observe.
             _ if value.is_empty() => return self.last_read_ns,
             OpKind::Write => (&self.write_values, &self.write_observed_ns),
@@ -290,6 +332,8 @@ mod tests {
             op,
             key: "k",
             value,
+            at_ms: None,
+            expires_ms: None,
             invoke_ns: 0,
             completion_ns: Some(completion_ns),
             outcome,
@@ -339,5 +383,34 @@ mod tests {
         let observers = Observers::new(&[&base, &short, &long, &first, &second]);
         assert_eq!(observers.last_observation_ns(&short), Some(20));
         assert_eq!(observers.last_observation_ns(&long), Some(20));
+    }
+
+    #[test]
+    fn removals_are_observed_by_null_and_appended_only_reads() {
+        // Goal: a delete, a sweep and a write with an expiry are observable by every read of
+        // null and every read made of append values alone, on top of the value rule; a write
+        // without expiry and an append keep the value rule alone. Method: one key's reads of
+        // "abcd" (a write then an append), null, "xy" (made of nothing known), then "cd" (an
+        // append alone), with the last observation of each optional update.
+        let delete = operation(OpKind::Delete, None, Outcome::Info, 1);
+        let sweep = OperationView { at_ms: Some(5), ..operation(OpKind::Expire, None, Outcome::Info, 1) };
+        let expiring = OperationView { expires_ms: Some(9), ..operation(OpKind::Write, Some("ab"), Outcome::Info, 1) };
+        let plain = operation(OpKind::Write, Some("ab"), Outcome::Info, 1);
+        let append = operation(OpKind::Append, Some("cd"), Outcome::Info, 1);
+        let reads = [
+            operation(OpKind::Read, Some("abcd"), Outcome::Ok, 10),
+            operation(OpKind::Read, None, Outcome::Ok, 20),
+            operation(OpKind::Read, Some("xy"), Outcome::Ok, 40),
+            operation(OpKind::Read, Some("cd"), Outcome::Ok, 30),
+        ];
+        let updates = [&delete, &sweep, &expiring, &plain, &append];
+        let last = |reads: &[OperationView<'_>]| {
+            let all: Vec<&OperationView> = updates.into_iter().chain(reads).collect();
+            let observers = Observers::new(&all);
+            updates.map(|update| observers.last_observation_ns(update))
+        };
+        assert_eq!(last(&reads[..3]), [Some(20), Some(20), Some(20), Some(10), Some(10)]);
+        assert_eq!(last(&reads), [Some(30), Some(30), Some(30), Some(10), Some(30)]);
+        assert_eq!(last(&reads[2..3]), [None; 5], "\"xy\" observes none of them");
     }
 }

@@ -37,6 +37,44 @@ impl<const WORDS: usize> SlotSet<WORDS> {
         self.0[slot / 64] &= !(1 << (slot % 64));
     }
 
+    /// Replaces the slots of `self` that are in `mask` by those of `with` (a subset of `mask`).
+    pub(super) fn replace_within(&mut self, mask: &Self, with: &Self) {
+        for word in 0..WORDS {
+            self.0[word] = (self.0[word] & !mask.0[word]) | with.0[word];
+        }
+    }
+
+    /// Removes the slots of `other`.
+    pub(super) fn remove_all(&mut self, other: &Self) {
+        for word in 0..WORDS {
+            self.0[word] &= !other.0[word];
+        }
+    }
+
+    /// Adds the slots of `other`.
+    pub(super) fn insert_all(&mut self, other: &Self) {
+        for word in 0..WORDS {
+            self.0[word] |= other.0[word];
+        }
+    }
+
+    /// Keeps only the slots of `other`.
+    pub(super) fn intersect(&mut self, other: &Self) {
+        for word in 0..WORDS {
+            self.0[word] &= other.0[word];
+        }
+    }
+
+    /// Whether the set is empty.
+    pub(super) fn is_empty(&self) -> bool {
+        self.0.iter().all(|&word| word == 0)
+    }
+
+    /// How many slots of `self` are in `within`.
+    pub(super) fn count_within(&self, within: &Self) -> u32 {
+        (0..WORDS).map(|word| (self.0[word] & within.0[word]).count_ones()).sum()
+    }
+
     /// Whether every slot in `self` but not in `other` is in `allowed`.
     pub(super) fn difference_within(&self, other: &Self, allowed: &Self) -> bool {
         (0..WORDS).all(|word| self.0[word] & !other.0[word] & !allowed.0[word] == 0)
@@ -66,6 +104,17 @@ mod tests {
         let mut allowed = SlotSet::empty();
         allowed.insert(64);
         assert!(set.difference_within(&smaller, &allowed));
+        assert_eq!((set.count_within(&allowed), set.count_within(&set), smaller.count_within(&allowed)), (1, 4, 0));
+        let mut replaced = set;
+        replaced.replace_within(&set, &allowed);
+        assert_eq!(replaced, allowed);
+        let mut joined = smaller;
+        joined.insert_all(&allowed);
+        assert_eq!(joined, set);
+        joined.remove_all(&allowed);
+        assert_eq!(joined, smaller);
+        joined.intersect(&allowed);
+        assert!(joined.is_empty() && !set.is_empty());
         assert_eq!(SlotSet::<2>::CAPACITY, 128);
     }
 }

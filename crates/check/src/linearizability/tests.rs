@@ -1,5 +1,5 @@
-use super::oracle;
-use super::workload::{SplitMix, Workload};
+use super::oracle::{self, Store};
+use super::workload::{Expiry, SplitMix, Workload};
 use super::*;
 use crate::history::{EventKind, pair_operations};
 use proptest::prelude::*;
@@ -25,18 +25,30 @@ pub(super) fn on_key(
     end: Option<(EventKind, u64)>,
 ) -> Vec<HistoryEvent> {
     let invoke_value = if op == OpKind::Read { None } else { value.map(String::from) };
-    let mut events = vec![HistoryEvent {
+    let event = |kind, time_ns, value| HistoryEvent {
         client,
         id: None,
-        kind: EventKind::Invoke,
-        time_ns: invoke_ns,
+        kind,
+        time_ns,
         op,
         key: key.into(),
-        value: invoke_value,
-    }];
+        value,
+        at_ms: None,
+        expires_ms: None,
+    };
+    let mut events = vec![event(EventKind::Invoke, invoke_ns, invoke_value)];
     if let Some((kind, time_ns)) = end {
         let value = if op == OpKind::Read && kind != EventKind::Ok { None } else { value.map(String::from) };
-        events.push(HistoryEvent { client, id: None, kind, time_ns, op, key: key.into(), value });
+        events.push(event(kind, time_ns, value));
+    }
+    events
+}
+
+/// An operation's events with its stamps: `at_ms` on every event, `expires_ms` (writes) on the
+/// invocation and repeated on the completion, as the format allows.
+pub(super) fn stamped(at_ms: Option<u64>, expires_ms: Option<u64>, mut events: Vec<HistoryEvent>) -> Vec<HistoryEvent> {
+    for event in &mut events {
+        (event.at_ms, event.expires_ms) = (at_ms, expires_ms);
     }
     events
 }
@@ -81,7 +93,7 @@ pub(super) fn passes(events: &[HistoryEvent]) -> bool {
 }
 
 /// Asserts the fast checker and the oracle agree, and returns the verdict.
-fn agreed_verdict(events: &[HistoryEvent]) -> bool {
+pub(super) fn agreed_verdict(events: &[HistoryEvent]) -> bool {
     let fast = passes(events);
     let slow = oracle::is_linearizable(events).expect("test histories are well formed");
     assert_eq!(fast, slow, "checker and oracle disagree on:\n{}", render(events));
@@ -117,7 +129,7 @@ fn stale_read_after_completed_write_fails() {
     let Violation::NotLinearizable { key, operation, states, concurrent } = &violation else { panic!("{violation}") };
     assert_eq!(key, "k");
     assert_eq!((operation.client, operation.op), (2, OpKind::Read));
-    assert_eq!(states, &vec![Some("b".to_string())]);
+    assert_eq!(states, &vec![ReportedState::value(Some("b"))]);
     assert!(concurrent.is_empty());
     let text = violation.to_string();
     assert!(text.contains("\"k\"") && text.contains("client 2 read -> \"a\"") && text.contains("\"b\""), "{text}");
@@ -412,7 +424,7 @@ fn generated_faulty_histories_pass_and_a_corrupted_read_fails() {
     // in them is found. Method: generated linearizable workloads on several seeds; then each
     // has one ok read changed to a value nobody wrote.
     for seed in 0..6 {
-        passes_then_fails_when_corrupted(seed, 12, 1);
+        passes_then_fails_when_corrupted(seed, 12, 1, None);
     }
 }
 
@@ -424,7 +436,7 @@ fn generated_pipelined_histories_pass_and_a_corrupted_read_fails() {
     // deep make keys too ambiguous for the default limits), plus a check that the histories
     // really overlap operations of one client.
     for seed in 0..6 {
-        let events = passes_then_fails_when_corrupted(seed, 4, 3);
+        let events = passes_then_fails_when_corrupted(seed, 4, 3, None);
         let operations = pair_operations(&events).expect("generated histories are well formed");
         // Operations come in invocation order; an overlap shows as an invocation before the
         // completion of the client's previous operation.
@@ -440,7 +452,12 @@ fn generated_pipelined_histories_pass_and_a_corrupted_read_fails() {
 /// Generates a history (3 keys, 6,000 operations), checks that it passes, then corrupts one ok
 /// read in its second half and checks that exactly that read is reported. Returns the
 /// uncorrupted history.
-fn passes_then_fails_when_corrupted(seed: u64, clients: u64, pipeline_depth: usize) -> Vec<HistoryEvent> {
+pub(super) fn passes_then_fails_when_corrupted(
+    seed: u64,
+    clients: u64,
+    pipeline_depth: usize,
+    expiry: Option<Expiry>,
+) -> Vec<HistoryEvent> {
     let workload = Workload {
         clients,
         keys: 3,
@@ -451,6 +468,7 @@ fn passes_then_fails_when_corrupted(seed: u64, clients: u64, pipeline_depth: usi
         fail_percent: 3,
         info_percent: 3,
         pipeline_depth,
+        expiry,
     };
     let events = workload.generate();
     let stats = check_linearizable(&events).unwrap_or_else(|violation| panic!("seed {seed}: {violation}"));
@@ -486,6 +504,7 @@ fn one_million_operations_check_quickly() {
         fail_percent: 1,
         info_percent: 1,
         pipeline_depth: 1,
+        expiry: None,
     };
     let events = workload.generate();
     let stats = check_linearizable(&events).unwrap_or_else(|violation| panic!("{violation}"));
@@ -496,6 +515,7 @@ fn one_million_operations_check_quickly() {
 /// One operation of a client's script in the random comparison with the oracle.
 #[derive(Clone, Debug)]
 pub(super) struct Scripted {
+    /// Which op: read, write, append, and with expiry also expire and delete.
     op: u8,
     key: u8,
     value: u8,
@@ -510,6 +530,11 @@ pub(super) struct Scripted {
     applied: bool,
     /// A wrong value to return instead of the right one (reads only), by index.
     corrupt: Option<u8>,
+    /// With expiry: how far the client's clock is off at this operation (its stamp is its
+    /// invocation time plus this, so stamps go back and forth); `None`: no stamp.
+    skew: Option<i8>,
+    /// With expiry, writes: the time to live after the stamp; `None`: the write never expires.
+    ttl: Option<u8>,
 }
 
 const WRONG_VALUES: [Option<&str>; 5] = [None, Some("a"), Some("b"), Some("ab"), Some("ba")];
@@ -530,6 +555,8 @@ struct Timed {
     op: OpKind,
     key: String,
     value: Option<String>,
+    at_ms: Option<u64>,
+    expires_ms: Option<u64>,
     invoke_ns: u64,
     end: Option<(EventKind, u64)>,
     /// When it takes effect, in hundredths of a nanosecond (so that points can fall between
@@ -539,9 +566,15 @@ struct Timed {
 }
 
 /// Builds a history from client scripts: linearizable by construction unless a read is
-/// corrupted (which may still happen to be right).
-pub(super) fn scripted_history(clients: &[ClientScript], keys: u8, operations_max: usize) -> Vec<HistoryEvent> {
-    let mut timed = time_scripts(clients, keys, operations_max);
+/// corrupted (which may still happen to be right). Without `expiry` the history has reads,
+/// writes and appends only and no stamps, the model before expiry.
+pub(super) fn scripted_history(
+    clients: &[ClientScript],
+    keys: u8,
+    operations_max: usize,
+    expiry: bool,
+) -> Vec<HistoryEvent> {
+    let mut timed = time_scripts(clients, keys, operations_max, expiry);
     run_in_point_order(&mut timed);
     let mut events = Vec::new();
     for operation in &timed {
@@ -551,6 +584,7 @@ pub(super) fn scripted_history(clients: &[ClientScript], keys: u8, operations_ma
         }
         let operation_events =
             on_key(&operation.key, operation.client, operation.op, value, operation.invoke_ns, operation.end);
+        let operation_events = stamped(operation.at_ms, operation.expires_ms, operation_events);
         match operation.id {
             Some(id) => events.extend(with_id(id, operation_events)),
             None => events.extend(operation_events),
@@ -560,21 +594,29 @@ pub(super) fn scripted_history(clients: &[ClientScript], keys: u8, operations_ma
     in_time_order(events)
 }
 
+/// The op and value of a step; `expiry` admits expires and deletes.
+fn scripted_op(step: &Scripted, expiry: bool) -> (OpKind, Option<String>) {
+    let kinds = if expiry { 5 } else { 3 };
+    match step.op % kinds {
+        0 => (OpKind::Read, None),
+        1 => (OpKind::Write, Some(["a", "b", "c"][usize::from(step.value % 3)].to_string())),
+        2 => (OpKind::Append, Some(["a", "b"][usize::from(step.value % 2)].to_string())),
+        3 => (OpKind::Expire, None),
+        _ => (OpKind::Delete, None),
+    }
+}
+
 /// Lays each client's script out in time. A client without ids invokes after its previous
 /// operation completed and stops after an info or an unfinished operation, as the format
 /// requires; a pipelining client invokes after its previous invocation and carries on.
-fn time_scripts(clients: &[ClientScript], keys: u8, operations_max: usize) -> Vec<Timed> {
+fn time_scripts(clients: &[ClientScript], keys: u8, operations_max: usize, expiry: bool) -> Vec<Timed> {
     let mut timed = Vec::new();
     for (client, script) in clients.iter().enumerate() {
         let mut time_ns = 0;
         for (index, step) in script.steps.iter().take(operations_max.saturating_sub(timed.len())).enumerate() {
             let invoke_ns = time_ns + step.gap_ns;
             let completion_ns = invoke_ns + step.duration_ns;
-            let (op, value) = match step.op % 3 {
-                0 => (OpKind::Read, None),
-                1 => (OpKind::Write, Some(["a", "b", "c"][usize::from(step.value % 3)].to_string())),
-                _ => (OpKind::Append, Some(["a", "b"][usize::from(step.value % 2)].to_string())),
-            };
+            let (op, value) = scripted_op(step, expiry);
             let (end, point) = match step.outcome {
                 0 => (Some((EventKind::Fail, completion_ns)), None),
                 1 | 2 => {
@@ -583,10 +625,15 @@ fn time_scripts(clients: &[ClientScript], keys: u8, operations_max: usize) -> Ve
                 }
                 _ => (Some((EventKind::Ok, completion_ns)), Some(invoke_ns * 100 + step.point * step.duration_ns)),
             };
+            let at_ms = step.skew.filter(|_| expiry).map(|skew| invoke_ns.saturating_add_signed(i64::from(skew)));
+            let expires_ms = step
+                .ttl
+                .filter(|_| expiry && op == OpKind::Write)
+                .map(|ttl| at_ms.unwrap_or(invoke_ns) + u64::from(ttl));
             let key = format!("k{}", step.key % keys);
             let id = script.pipelined.then_some(index as u64);
-            let client = client as u64;
-            timed.push(Timed { client, id, op, key, value, invoke_ns, end, point, corrupt: step.corrupt });
+            let (client, corrupt) = (client as u64, step.corrupt);
+            timed.push(Timed { client, id, op, key, value, at_ms, expires_ms, invoke_ns, end, point, corrupt });
             if script.pipelined {
                 time_ns = invoke_ns;
                 continue;
@@ -605,22 +652,21 @@ fn run_in_point_order(timed: &mut [Timed]) {
     let mut order: Vec<(u64, usize)> =
         timed.iter().enumerate().filter_map(|(index, operation)| Some((operation.point?, index))).collect();
     order.sort_unstable();
-    let mut store = std::collections::BTreeMap::<String, String>::new();
+    let mut store = Store::default();
     for (_, index) in order {
         let operation = &mut timed[index];
         match operation.op {
-            OpKind::Read => operation.value = store.get(&operation.key).cloned(),
-            OpKind::Write => _ = store.insert(operation.key.clone(), operation.value.clone().unwrap_or_default()),
-            OpKind::Append => {
-                store.entry(operation.key.clone()).or_default().push_str(operation.value.as_deref().unwrap_or_default())
-            }
+            OpKind::Read => operation.value = store.read(&operation.key, operation.at_ms),
+            op => store.update(op, &operation.key, operation.value.as_deref(), operation.at_ms, operation.expires_ms),
         }
     }
 }
 
 fn scripted_strategy() -> impl Strategy<Value = Scripted> {
-    (0u8..3, 0u8..3, 0u8..3, 0u64..4, 0u64..5, 0u8..10, 0u64..=100, any::<bool>(), prop::option::weighted(0.2, 0u8..5))
-        .prop_map(|(op, key, value, gap_ns, duration_ns, outcome, point, applied, corrupt)| Scripted {
+    let timing = (0u64..4, 0u64..5, 0u8..10, 0u64..=100, any::<bool>());
+    let stamps = (prop::option::weighted(0.85, -3i8..=3), prop::option::weighted(0.5, 0u8..5));
+    (0u8..15, 0u8..3, 0u8..3, timing, prop::option::weighted(0.2, 0u8..5), stamps).prop_map(
+        |(op, key, value, (gap_ns, duration_ns, outcome, point, applied), corrupt, (skew, ttl))| Scripted {
             op,
             key,
             value,
@@ -630,7 +676,10 @@ fn scripted_strategy() -> impl Strategy<Value = Scripted> {
             point,
             applied,
             corrupt,
-        })
+            skew,
+            ttl,
+        },
+    )
 }
 
 pub(super) fn client_script_strategy() -> impl Strategy<Value = ClientScript> {
@@ -645,12 +694,14 @@ proptest! {
     fn checker_agrees_with_the_oracle(
         clients in prop::collection::vec(client_script_strategy(), 1..=4),
         keys in 1u8..=3,
+        expiry in any::<bool>(),
     ) {
         // Goal: the fast checker gives the oracle's verdict on small random histories with
         // concurrent operations on one to three keys, info, unfinished and failed operations,
         // pipelining clients (whose own operations overlap) and reads that are sometimes
-        // wrong. Method: compare both on scripted histories.
-        let events = scripted_history(&clients, keys, 9);
+        // wrong; half of them also with stamps that go back and forth, expiring writes, expires
+        // and deletes. Method: compare both on scripted histories.
+        let events = scripted_history(&clients, keys, 9, expiry);
         let fast = passes(&events);
         let slow = oracle::is_linearizable(&events).expect("scripted histories are well formed");
         prop_assert_eq!(fast, slow, "checker and oracle disagree on:\n{}", render(&events));
@@ -660,32 +711,53 @@ proptest! {
 #[test]
 fn random_comparison_sees_both_verdicts() {
     // Goal: the random comparison with the oracle is not vacuous: it meets linearizable and
-    // non-linearizable histories in good numbers, with and without pipelining clients. Method:
-    // 8,000 histories from the same script builder, drawn with a seeded generator, half of them
-    // with clients that may pipeline, counting the verdicts by whether a client pipelines (each
-    // verdict checked against the oracle).
+    // non-linearizable histories in good numbers, with and without pipelining clients, with
+    // and without expiry, and with stamps out of real-time order. Method: 32,000 histories from
+    // the same script builder, drawn with a seeded generator, counting the verdicts by whether
+    // a client pipelines and whether the history uses expiry (each verdict checked against the
+    // oracle), and the verdicts on histories where an operation invoked after another completed
+    // carries an earlier stamp.
     let mut random = SplitMix::new(42);
-    let mut verdicts = [[0usize; 2]; 2];
-    for _ in 0..8_000 {
-        let may_pipeline = random.percent(50);
+    let mut verdicts = [[[0usize; 2]; 2]; 2];
+    let mut skewed = [0usize; 2];
+    for _ in 0..32_000 {
+        let (may_pipeline, expiry) = (random.percent(50), random.percent(50));
         let clients: Vec<ClientScript> = (0..1 + random.below(4))
             .map(|_| ClientScript {
                 pipelined: may_pipeline && random.percent(50),
                 steps: (0..1 + random.below(3)).map(|_| random_scripted(&mut random)).collect(),
             })
             .collect();
-        let events = scripted_history(&clients, 1 + random.below(3) as u8, 9);
+        let events = scripted_history(&clients, 1 + random.below(3) as u8, 9, expiry);
         let pipelined = events.iter().any(|event| event.id.is_some());
-        verdicts[usize::from(pipelined)][usize::from(agreed_verdict(&events))] += 1;
+        let verdict = agreed_verdict(&events);
+        verdicts[usize::from(expiry)][usize::from(pipelined)][usize::from(verdict)] += 1;
+        if stamps_go_back(&events) {
+            skewed[usize::from(verdict)] += 1;
+        }
     }
-    let [plain, pipelined] = verdicts;
-    assert!(plain.iter().all(|&count| count > 300), "verdicts without pipelining (fail, pass): {plain:?}");
-    assert!(pipelined.iter().all(|&count| count > 300), "verdicts with pipelining (fail, pass): {pipelined:?}");
+    for (expiry, counts) in verdicts.iter().enumerate() {
+        for (pipelined, count) in counts.iter().enumerate() {
+            assert!(count.iter().all(|&n| n > 300), "expiry {expiry}, pipelined {pipelined} (fail, pass): {count:?}");
+        }
+    }
+    assert!(skewed.iter().all(|&n| n > 300), "stamps out of real-time order (fail, pass): {skewed:?}");
+}
+
+/// Whether an operation invoked after another completed carries a smaller stamp.
+fn stamps_go_back(events: &[HistoryEvent]) -> bool {
+    let operations = pair_operations(events).expect("scripted histories are well formed");
+    operations.iter().any(|later| {
+        operations.iter().any(|earlier| {
+            earlier.completion_ns.is_some_and(|completion_ns| completion_ns < later.invoke_ns)
+                && matches!((earlier.at_ms, later.at_ms), (Some(before), Some(after)) if after < before)
+        })
+    })
 }
 
 pub(super) fn random_scripted(random: &mut SplitMix) -> Scripted {
     Scripted {
-        op: random.below(3) as u8,
+        op: random.below(15) as u8,
         key: random.below(3) as u8,
         value: random.below(3) as u8,
         gap_ns: random.below(4),
@@ -694,5 +766,7 @@ pub(super) fn random_scripted(random: &mut SplitMix) -> Scripted {
         point: random.below(101),
         applied: random.percent(50),
         corrupt: random.percent(20).then(|| random.below(5) as u8),
+        skew: random.percent(85).then(|| random.below(7) as i8 - 3),
+        ttl: random.percent(50).then(|| random.below(5) as u8),
     }
 }

@@ -1,37 +1,57 @@
-//! A candidate linearization, checked in linear time: when a run knows the order in which a
-//! replica applied each key's writes and appends (the simulator records it), that order with
-//! every read placed after the effect whose state it returned is a candidate; if it explains
-//! every result and respects real time, it proves the key linearizable without a search.
+//! A candidate linearization, checked in near-linear time: when a run knows the order in which a
+//! replica applied each key's updates (writes, appends, expires, deletes; the simulator records
+//! it), that order with every read placed after an update whose state explains it is a
+//! candidate; if it explains every result and respects real time, it proves the key
+//! linearizable without a search.
 //!
 //! The witness is checked, never trusted: a wrong one (a replica that applied a write twice, a
 //! speculative effect later undone, a value written twice) merely fails to verify, and the key
 //! goes to the search of `frontier.rs`. What a verified candidate proves:
 //!
-//! - every `ok` operation is in it, a `fail` operation is not, an `info` or unfinished write is
+//! - every `ok` operation is in it, a `fail` operation is not, an `info` or unfinished update is
 //!   in it or not (it may take effect or never);
-//! - each read returns the state the candidate's effects before it produce;
+//! - each read returns what the state the candidate's updates before it produce holds for the
+//!   read's stamp (an expired key reads as absent);
 //! - no operation is placed after one that was invoked only after it completed.
 //!
 //! That is a linearization, so the key is linearizable (the definition in `mod.rs`).
+//!
+//! Which operation each update is: `matching.rs`.
+//!
+//! Where reads go: with expiry, several states of the order may explain a read (every expired
+//! or absent state explains a read of `null`), so each read takes the earliest state, at or
+//! after every update and read that completed before it was invoked, that explains it. Taking
+//! the earliest is never worse: a read only bounds later reads from below and is bounded from
+//! above by the updates invoked after it completed, so an earlier place can only help both. If
+//! that placement breaks real time, so does every other placement in this order.
 
+use super::matching::Matching;
+use super::state::{concatenated_hash, text_hash};
+use crate::fixed_hash::FixedHashMap;
 use crate::history::{OpKind, OperationView, Outcome};
-use std::collections::HashMap;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
 
-/// One effect a replica applied to a key, in its order.
+/// One update a replica applied to a key, in its order.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Applied {
-    /// The key was set to this value.
+    /// The key was set to this value (with the expiry, if any, of the write that set it).
     Write(String),
     /// This value was appended to the key.
     Append(String),
+    /// The store's sweep of expired keys stamped with this `at_ms` ran on the key, whether or
+    /// not it removed it. The stamp tells sweeps apart, as a value tells writes apart.
+    Expire(Option<u64>),
+    /// The key was deleted.
+    Delete,
 }
 
-/// Per key, the effects one replica applied, in order; a key absent from the map had none.
-/// Keys the recorder could not describe (a command outside reads, writes and appends touched
-/// them) are listed in `unknown` and always searched.
+/// Per key, the updates one replica applied, in order; a key absent from the map had none.
+/// Keys the recorder could not describe (a command outside the modelled ones touched them) are
+/// listed in `unknown` and always searched.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Witness {
-    /// The effects per key.
+    /// The updates per key.
     pub effects: HashMap<String, Vec<Applied>>,
     /// Keys without a usable order.
     pub unknown: std::collections::HashSet<String>,
@@ -47,61 +67,89 @@ impl Witness {
     }
 }
 
-/// One element of the candidate: an operation (index into the key's operations) placed after
-/// `slot` effects.
-struct Placed {
-    slot: usize,
+/// One element of the candidate: an operation (index into the history's operations) placed
+/// after `slot` updates.
+#[derive(Clone, Copy)]
+pub(super) struct Placed {
+    pub(super) slot: usize,
     /// Reads in one slot are ordered by completion: a read that completed before another was
     /// invoked then comes first, as real time demands.
-    completion_ns: u64,
-    operation: usize,
+    pub(super) completion_ns: u64,
+    pub(super) operation: usize,
 }
 
 /// Whether `effects` with the key's reads placed in it is a linearization of the key's
 /// operations (`indices` among `operations`).
 pub(super) fn verifies(operations: &[OperationView<'_>], indices: &[usize], effects: &[Applied]) -> bool {
-    let Some(mut placed) = place_effects(operations, indices, effects) else { return false };
-    let states = StateIndex::new(effects);
-    for &index in indices {
-        let operation = &operations[index];
-        if operation.op != OpKind::Read || operation.outcome != Outcome::Ok {
-            continue;
+    let Some(mut matching) = Matching::new(operations, indices, effects) else { return false };
+    // Rematching moves only updates with the same effect, so the states stay those of the first.
+    let states = States::new(operations, &matching.updates);
+    for round in 1..=MATCHING_ROUNDS_MAX {
+        let Some(reads) = place_reads(operations, indices, &states, &matching.updates) else { return false };
+        let updates = matching.updates.iter().enumerate();
+        let mut placed: Vec<Placed> =
+            updates.map(|(position, &operation)| Placed { slot: position + 1, completion_ns: 0, operation }).collect();
+        placed.extend_from_slice(&reads);
+        // Updates sort before the reads of their own slot (reads of slot k follow update k).
+        placed.sort_by_key(|p| (p.slot, operations[p.operation].op == OpKind::Read, p.completion_ns));
+        if respects_real_time(operations, &placed) {
+            return true;
         }
-        let Some(slot) = states.slot_of(operation.value) else { return false };
-        let completion_ns = operation.completion_ns.unwrap_or(u64::MAX);
-        placed.push(Placed { slot, completion_ns, operation: index });
+        if round == MATCHING_ROUNDS_MAX || !matching.rematch(operations, &reads) {
+            return false;
+        }
     }
-    // Effects sort before the reads of their own slot (reads of slot k follow effect k).
-    placed.sort_by_key(|p| (p.slot, operations[p.operation].op == OpKind::Read, p.completion_ns));
-    respects_real_time(operations, &placed)
+    false
 }
 
-/// Places each effect on the operation that caused it (matched by kind and value, each used
-/// once); `None` when an effect has no such operation, an operation that failed took effect, or
-/// an `ok` write or append is missing from the order.
-fn place_effects(operations: &[OperationView<'_>], indices: &[usize], effects: &[Applied]) -> Option<Vec<Placed>> {
-    let mut by_effect: HashMap<(OpKind, &str), Vec<usize>> = HashMap::new();
-    for &index in indices {
-        let operation = &operations[index];
-        if operation.op != OpKind::Read {
-            by_effect.entry((operation.op, operation.value?)).or_default().push(index);
+/// How many times the candidate is built before the key goes to the search: reads are placed
+/// after the matched updates, and when real time fails the interchangeable updates are matched
+/// again against those reads (`matching.rs`). A matching that needs more is rare enough to
+/// leave to the search.
+const MATCHING_ROUNDS_MAX: usize = 3;
+
+/// Gives each ok read the earliest slot that explains it at or after every update (`updates`,
+/// the operation at each position) and read that completed before it was invoked (see the
+/// module's header); `None` when a read has none.
+fn place_reads(
+    operations: &[OperationView<'_>],
+    indices: &[usize],
+    states: &States,
+    updates: &[usize],
+) -> Option<Vec<Placed>> {
+    let completion = |index: usize| operations[index].completion_ns.unwrap_or(u64::MAX);
+    let mut reads: Vec<usize> = indices
+        .iter()
+        .copied()
+        .filter(|&index| operations[index].op == OpKind::Read && operations[index].outcome == Outcome::Ok)
+        .collect();
+    reads.sort_by_key(|&index| operations[index].invoke_ns);
+    // Ok updates by completion: the ones completed before a read was invoked precede it.
+    let mut completed: Vec<(u64, usize)> = updates
+        .iter()
+        .enumerate()
+        .filter(|&(_, &operation)| operations[operation].outcome == Outcome::Ok)
+        .map(|(position, &operation)| (completion(operation), position + 1))
+        .collect();
+    completed.sort_unstable();
+    let mut completed = completed.into_iter().peekable();
+    let mut placed = Vec::with_capacity(reads.len());
+    let mut earlier_reads: BinaryHeap<Reverse<(u64, usize)>> = BinaryHeap::new();
+    let mut lowest = 0;
+    for read in reads {
+        let operation = &operations[read];
+        while let Some((_, slot)) = completed.next_if(|&(completion_ns, _)| completion_ns < operation.invoke_ns) {
+            lowest = lowest.max(slot);
         }
-    }
-    let mut placed = Vec::with_capacity(indices.len());
-    for (position, effect) in effects.iter().enumerate() {
-        let key = match effect {
-            Applied::Write(value) => (OpKind::Write, value.as_str()),
-            Applied::Append(value) => (OpKind::Append, value.as_str()),
-        };
-        let index = by_effect.get_mut(&key)?.pop()?;
-        if operations[index].outcome == Outcome::Fail {
-            return None;
+        while let Some(Reverse((_, slot))) = earlier_reads.peek().filter(|Reverse((c, _))| *c < operation.invoke_ns) {
+            lowest = lowest.max(*slot);
+            earlier_reads.pop();
         }
-        placed.push(Placed { slot: position + 1, completion_ns: 0, operation: index });
+        let slot = states.first_explaining(operation.value, operation.at_ms, lowest)?;
+        earlier_reads.push(Reverse((completion(read), slot)));
+        placed.push(Placed { slot, completion_ns: completion(read), operation: read });
     }
-    // Every write or append left over must be one that may never take effect.
-    let left_ok = by_effect.values().flatten().any(|&index| operations[index].outcome == Outcome::Ok);
-    (!left_ok).then_some(placed)
+    Some(placed)
 }
 
 /// No element follows one that completed strictly before it was invoked.
@@ -121,72 +169,232 @@ fn respects_real_time(operations: &[OperationView<'_>], placed: &[Placed]) -> bo
     true
 }
 
-/// The key's state after each prefix of the effects, found by a read's value: a rolling hash
-/// finds the candidate slot, an exact comparison confirms it.
-struct StateIndex<'a> {
-    effects: &'a [Applied],
-    /// Hash of the state after `k` effects → `k`; a hash reached twice maps to `None`.
-    by_hash: HashMap<u64, Option<usize>>,
+/// The key's states along the order, in runs of equal consecutive states (a sweep that removes
+/// nothing repeats the state), indexed for the reads: by value, and for reads of `null` by the
+/// runs that are absent or expire. The strings are chains of the updates' values, hashed as the
+/// search's states are (`state.rs`) but without allocating, which on long runs the witness
+/// check, meant to be fast, could not afford.
+struct States<'a> {
+    chains: Vec<Chain<'a>>,
+    /// The first slot of each run; run `r` lasts until the next run's first slot.
+    starts: Vec<usize>,
+    held: Vec<Held>,
+    /// The first run holding each value, by the value's length and hash (equality is confirmed
+    /// on bytes), and for each run the next run with the same length and hash (`usize::MAX`
+    /// for none): a list per value without an allocation per value.
+    first_by_value: FixedHashMap<(usize, u64), usize>,
+    next_same_value: Vec<usize>,
+    last_by_value: FixedHashMap<(usize, u64), usize>,
+    /// Runs where the key is absent.
+    absent: Vec<usize>,
+    /// Runs whose value expires, and their expiries for "first run expired by then" lookups.
+    expiring: Vec<usize>,
+    expiries: MinTree,
 }
 
-/// A polynomial hash modulo the Mersenne prime 2^61 − 1, so that the hash of a concatenation
-/// follows from the hashes of its parts.
-const MODULUS: u64 = (1 << 61) - 1;
-const BASE: u64 = 1_000_003;
-
-fn mul_mod(a: u64, b: u64) -> u64 {
-    ((u128::from(a) * u128::from(b)) % u128::from(MODULUS)) as u64
+/// A string the key holds at some point: `piece`, appended to the chain `prefix` if any.
+struct Chain<'a> {
+    piece: &'a str,
+    prefix: Option<usize>,
+    length: usize,
+    hash: u64,
 }
 
-/// The hash of `text` and `BASE^len(text)`.
-fn hash(text: &str) -> (u64, u64) {
-    text.bytes()
-        .fold((0, 1), |(h, power), byte| ((mul_mod(h, BASE) + u64::from(byte) + 1) % MODULUS, mul_mod(power, BASE)))
+/// What the key holds: nothing (`chain` is `None`), or a chain and its expiry.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Held {
+    chain: Option<usize>,
+    expires_ms: Option<u64>,
 }
 
-/// The hash standing for the absent key (no string hashes to it: theirs are below MODULUS).
-const ABSENT: u64 = u64::MAX;
+impl Held {
+    const ABSENT: Held = Held { chain: None, expires_ms: None };
 
-impl<'a> StateIndex<'a> {
-    fn new(effects: &'a [Applied]) -> Self {
-        let mut by_hash = HashMap::with_capacity(effects.len() + 1);
-        by_hash.insert(ABSENT, Some(0));
-        let mut state = ABSENT;
-        for (position, effect) in effects.iter().enumerate() {
-            state = match effect {
-                Applied::Write(value) => hash(value).0,
-                Applied::Append(value) => {
-                    let (tail, power) = hash(value);
-                    let head = if state == ABSENT { 0 } else { state };
-                    (mul_mod(head, power) + tail) % MODULUS
-                }
-            };
-            by_hash.entry(state).and_modify(|slot| *slot = None).or_insert(Some(position + 1));
+    /// Whether the key has expired for an operation stamped `at_ms` (see `KeyState::expired_at`).
+    fn expired_at(&self, at_ms: Option<u64>) -> bool {
+        self.chain.is_some()
+            && matches!((self.expires_ms, at_ms), (Some(expires_ms), Some(at_ms)) if at_ms > expires_ms)
+    }
+}
+
+impl<'a> States<'a> {
+    /// The states after each prefix of the updates (the operation at each position).
+    fn new(operations: &[OperationView<'a>], updates: &[usize]) -> Self {
+        let mut states = States {
+            chains: Vec::with_capacity(updates.len()),
+            starts: Vec::new(),
+            held: Vec::new(),
+            first_by_value: FixedHashMap::default(),
+            next_same_value: Vec::new(),
+            last_by_value: FixedHashMap::default(),
+            absent: Vec::new(),
+            expiring: Vec::new(),
+            expiries: MinTree::default(),
+        };
+        let mut held = Held::ABSENT;
+        states.push_run(0, held);
+        for (position, &operation) in updates.iter().enumerate() {
+            let next = states.apply(held, &operations[operation]);
+            if next != held {
+                states.push_run(position + 1, next);
+            }
+            held = next;
         }
-        StateIndex { effects, by_hash }
+        let expiries: Vec<u64> =
+            states.expiring.iter().map(|&run| states.held[run].expires_ms.expect("expiring runs expire")).collect();
+        states.expiries = MinTree::new(&expiries);
+        states
     }
 
-    /// The one slot whose state is `value`, confirmed exactly.
-    fn slot_of(&self, value: Option<&str>) -> Option<usize> {
-        let hash = value.map_or(ABSENT, |text| hash(text).0);
-        let slot = (*self.by_hash.get(&hash)?)?;
-        (self.state_is(slot, value)).then_some(slot)
+    /// What the key holds after `operation` (an update) is applied to `held`: the model of
+    /// `mod.rs`.
+    fn apply(&mut self, held: Held, operation: &OperationView<'a>) -> Held {
+        let value = operation.value.unwrap_or_default();
+        match operation.op {
+            OpKind::Write => Held { chain: Some(self.chain(value, None)), expires_ms: operation.expires_ms },
+            OpKind::Append if held.chain.is_none() || held.expired_at(operation.at_ms) => {
+                Held { chain: Some(self.chain(value, None)), expires_ms: None }
+            }
+            OpKind::Append => Held { chain: Some(self.chain(value, held.chain)), expires_ms: held.expires_ms },
+            OpKind::Expire if held.expired_at(operation.at_ms) => Held::ABSENT,
+            OpKind::Read | OpKind::Expire => held,
+            OpKind::Delete => Held::ABSENT,
+        }
     }
 
-    /// Whether the state after `slot` effects is exactly `value`: walks back over the appends
-    /// to the last write, comparing suffixes.
-    fn state_is(&self, slot: usize, value: Option<&str>) -> bool {
-        let Some(mut rest) = value else { return slot == 0 };
-        for effect in self.effects[..slot].iter().rev() {
-            match effect {
-                Applied::Write(written) => return rest == written,
-                Applied::Append(appended) => match rest.strip_suffix(appended.as_str()) {
-                    Some(shorter) => rest = shorter,
-                    None => return false,
-                },
+    fn chain(&mut self, piece: &'a str, prefix: Option<usize>) -> usize {
+        let (hash, power) = text_hash(piece);
+        let (length, hash) = match prefix {
+            Some(prefix) => {
+                let before = &self.chains[prefix];
+                (before.length + piece.len(), concatenated_hash(before.hash, hash, power))
+            }
+            None => (piece.len(), hash),
+        };
+        self.chains.push(Chain { piece, prefix, length, hash });
+        self.chains.len() - 1
+    }
+
+    fn push_run(&mut self, start: usize, held: Held) {
+        let run = self.held.len();
+        self.starts.push(start);
+        self.held.push(held);
+        self.next_same_value.push(usize::MAX);
+        match held.chain {
+            None => self.absent.push(run),
+            Some(chain) => {
+                let fingerprint = (self.chains[chain].length, self.chains[chain].hash);
+                match self.last_by_value.insert(fingerprint, run) {
+                    Some(previous) => self.next_same_value[previous] = run,
+                    None => _ = self.first_by_value.insert(fingerprint, run),
+                }
             }
         }
-        // Appends to an absent key: the state is their concatenation.
-        rest.is_empty() && slot > 0
+        if held.expires_ms.is_some() {
+            self.expiring.push(run);
+        }
+    }
+
+    /// Whether the chain spells `text`: its pieces, from the last, are suffixes of what is left.
+    fn spells(&self, chain: usize, text: &str) -> bool {
+        let mut rest = text.as_bytes();
+        let mut next = Some(chain);
+        while let Some(chain) = next {
+            let Some(shorter) = rest.strip_suffix(self.chains[chain].piece.as_bytes()) else { return false };
+            rest = shorter;
+            next = self.chains[chain].prefix;
+        }
+        rest.is_empty()
+    }
+
+    /// The earliest slot at or after `lowest` whose state a read stamped `at_ms` returning
+    /// `value` is legal in.
+    fn first_explaining(&self, value: Option<&str>, at_ms: Option<u64>, lowest: usize) -> Option<usize> {
+        let first_run = self.starts.partition_point(|&start| start <= lowest) - 1;
+        let after = |runs: &[usize]| runs.partition_point(|&run| run < first_run);
+        let run = match value {
+            Some(text) => {
+                let first = *self.first_by_value.get(&(text.len(), text_hash(text).0))?;
+                let runs = std::iter::successors(Some(first), |&run| {
+                    Some(self.next_same_value[run]).filter(|&next| next != usize::MAX)
+                });
+                let explains = |&run: &usize| {
+                    let held = self.held[run];
+                    !held.expired_at(at_ms) && held.chain.is_some_and(|chain| self.spells(chain, text))
+                };
+                runs.skip_while(|&run| run < first_run).find(explains)
+            }
+            None => {
+                let absent = self.absent.get(after(&self.absent)).copied();
+                let expired = at_ms
+                    .and_then(|at_ms| self.expiries.first_below(after(&self.expiring), at_ms))
+                    .map(|position| self.expiring[position]);
+                absent.into_iter().chain(expired).min()
+            }
+        }?;
+        Some(self.starts[run].max(lowest))
+    }
+}
+
+/// A minimum segment tree over a list of numbers, for "the first position at or after `from`
+/// holding a number below a bound" in logarithmic time.
+#[derive(Default)]
+struct MinTree {
+    /// Leaves at `leaves..2 * leaves`, padded with `u64::MAX`; node `n` holds the minimum of
+    /// nodes `2n` and `2n + 1`.
+    minima: Vec<u64>,
+    leaves: usize,
+}
+
+impl MinTree {
+    fn new(values: &[u64]) -> Self {
+        let leaves = values.len().next_power_of_two();
+        let mut minima = vec![u64::MAX; 2 * leaves];
+        minima[leaves..leaves + values.len()].copy_from_slice(values);
+        for node in (1..leaves).rev() {
+            minima[node] = minima[2 * node].min(minima[2 * node + 1]);
+        }
+        MinTree { minima, leaves }
+    }
+
+    /// The first position at or after `from` whose number is below `bound`.
+    fn first_below(&self, from: usize, bound: u64) -> Option<usize> {
+        if from >= self.leaves {
+            return None;
+        }
+        self.descend(1, 0, self.leaves, from, bound)
+    }
+
+    /// [`Self::first_below`] within node `node`, which covers positions `low..high`.
+    fn descend(&self, node: usize, low: usize, high: usize, from: usize, bound: u64) -> Option<usize> {
+        if high <= from || self.minima[node] >= bound {
+            return None;
+        }
+        if high - low == 1 {
+            return Some(low);
+        }
+        let middle = (low + high) / 2;
+        self.descend(2 * node, low, middle, from, bound)
+            .or_else(|| self.descend(2 * node + 1, middle, high, from, bound))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn min_tree_finds_the_first_number_below_a_bound() {
+        // Goal: the tree answers like a scan. Method: every start and bound over a small list,
+        // compared with a linear search.
+        let values = [7, 3, 9, 3, 12, 0, 5];
+        let tree = MinTree::new(&values);
+        for from in 0..=values.len() + 1 {
+            for bound in 0..14 {
+                let naive = (from..values.len()).find(|&position| values[position] < bound);
+                assert_eq!(tree.first_below(from, bound), naive, "from {from} bound {bound}");
+            }
+        }
+        assert_eq!(MinTree::new(&[]).first_below(0, u64::MAX), None);
     }
 }

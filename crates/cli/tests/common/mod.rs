@@ -202,7 +202,17 @@ impl Load {
 }
 
 fn record(load: &Load, client: u64, kind: EventKind, op: OpKind, key: &str, value: Option<String>) {
-    let event = HistoryEvent { client, id: None, kind, time_ns: now_ns(), op, key: key.to_string(), value };
+    let event = HistoryEvent {
+        client,
+        id: None,
+        kind,
+        time_ns: now_ns(),
+        op,
+        key: key.to_string(),
+        value,
+        at_ms: None,
+        expires_ms: None,
+    };
     load.history.lock().expect("history lock").push(event);
 }
 

@@ -503,7 +503,17 @@ fn history_event(sub: &Submitted, kind: EventKind, step: u64) -> HistoryEvent {
         (EventKind::Ok, Some((CommandResult::Nil, _))) => None,
         _ => written.map(text),
     };
-    HistoryEvent { client: u64::from(sub.client.0), id: None, kind, time_ns: step, op, key: text(key), value }
+    HistoryEvent {
+        client: u64::from(sub.client.0),
+        id: None,
+        kind,
+        time_ns: step,
+        op,
+        key: text(key),
+        value,
+        at_ms: None,
+        expires_ms: None,
+    }
 }
 
 /// Commands of scenario 14, and clients submitting them.

@@ -2,6 +2,7 @@
 //! protocol client node and record the history.
 
 use super::*;
+use ordo_core::Command;
 
 /// An operation a workload client is waiting on.
 pub(crate) struct Outstanding {
@@ -80,6 +81,7 @@ impl<P: Protocol> World<P> {
         let op = self.next_op;
         self.next_op += 1;
         let command = self.generator.next(&mut self.workload_rng, client, op);
+        let command = self.stamped(client, command);
         let recorded = self.config.record_history || self.config.check_linearizability;
         let parts = if recorded { workload::parts(&command) } else { Vec::new() };
         let id = self.history_id(op);
@@ -93,6 +95,8 @@ impl<P: Protocol> World<P> {
                 op: part.kind,
                 key: part.key.clone(),
                 value: part.value.clone(),
+                at_ms: part.at_ms,
+                expires_ms: part.expires_ms,
             });
         }
         let may_abort = workload::may_abort(&command);
@@ -100,6 +104,19 @@ impl<P: Protocol> World<P> {
         let node = state.node;
         self.schedule_after_fixed(self.config.workload.op_timeout_ns, Event::ClientTimeout { client, op });
         self.on_arrive(node, Input::Submit(Submission { op, command }));
+    }
+
+    /// `command` stamped with the client node's clock in milliseconds ([`Command::Timed`], as
+    /// a gateway stamps what it forwards) when the workload uses expiry; unchanged otherwise, so
+    /// that runs without expiry draw from the clock stream exactly as before.
+    fn stamped(&mut self, client: usize, command: Command) -> Command {
+        if self.config.workload.expiry_ratio <= 0.0 {
+            return command;
+        }
+        let node = self.clients[client].node;
+        let reading = self.nodes[node.index()].clock.read(self.now, &mut self.clock_rng);
+        let now_ms = i64::try_from(reading.local_ns / 1_000_000).expect("a simulated clock reads below 2^63 ms");
+        command.timed(now_ms)
     }
 
     pub(super) fn on_client_arrival(&mut self, client: usize) {
@@ -159,6 +176,8 @@ impl<P: Protocol> World<P> {
                 op: part.kind,
                 key: part.key,
                 value,
+                at_ms: part.at_ms,
+                expires_ms: part.expires_ms,
             });
         }
         self.schedule(self.now, Event::ClientNext { client });
@@ -178,6 +197,8 @@ impl<P: Protocol> World<P> {
                 op: part.kind,
                 key: part.key,
                 value: part.value,
+                at_ms: part.at_ms,
+                expires_ms: part.expires_ms,
             });
         }
         if id.is_some() {
