@@ -11,14 +11,15 @@ echo "== unit, scenario and harness tests (with the canary protocols)"
 cargo test --workspace --all-features --quiet
 
 echo "== seed campaign: 200 seeds with random faults for every registered protocol (a fifth of the"
-echo "   operations MULTI/EXEC transactions, some with WATCH)"
+echo "   operations MULTI/EXEC transactions, some with WATCH; a fifth of the SETs expire, commands"
+echo "   stamped with skewed client clocks, and sweeps of expired keys)"
 cargo build --release --quiet --bin ordo
 ordo=target/release/ordo
 # Two protocols at a time (CI has 2 cores; each search is one thread): about 13 minutes for
 # ten protocols. Each search's last lines are printed when it ends; any failure fails the run.
 campaign=$(mktemp -d)
 "$ordo" protocols | awk '{print $1}' | xargs -P 2 -I{} sh -c \
-  '"$0" sim --protocol {} --seeds 1..200 --faults random --duration 1s --clients 12 --transactions 0.2 > "$1/{}.txt" 2>&1;
+  '"$0" sim --protocol {} --seeds 1..200 --faults random --duration 1s --clients 12 --transactions 0.2 --expiry 0.2 > "$1/{}.txt" 2>&1;
    status=$?; tail -n 3 "$1/{}.txt"; exit $status' "$ordo" "$campaign"
 rm -rf "$campaign"
 # Options that change the protocol's messages get a campaign of their own.

@@ -65,7 +65,7 @@ fn expiry_options_stay_relative_and_bad_times_are_refused_as_redis_does() {
 #[test]
 fn redis_commands_map_to_replicated_commands() {
     // Goal: each supported command becomes the right Command; INCR/DECR are IncrBy,
-    // HMSET is HSet; EX is refused clearly; unknown commands are errors.
+    // HMSET is HSet; SET GET is GetSet; unknown commands are errors.
     assert_eq!(plan_words("get k"), Action::Replicate(Command::get("k"), Shape::Plain));
     assert_eq!(plan_words("DECR k"), Action::Replicate(Command::IncrBy { key: "k".into(), delta: -1 }, Shape::Plain));
     assert!(matches!(plan_words("HMSET h a 1 b 2"), Action::Replicate(Command::HSet { .. }, Shape::Ok)));
