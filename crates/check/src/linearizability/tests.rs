@@ -452,13 +452,10 @@ fn generated_pipelined_histories_pass_and_a_corrupted_read_fails() {
 /// Generates a history (3 keys, 6,000 operations), checks that it passes, then corrupts one ok
 /// read in its second half and checks that exactly that read is reported. Returns the
 /// uncorrupted history.
-pub(super) fn passes_then_fails_when_corrupted(
-    seed: u64,
-    clients: u64,
-    pipeline_depth: usize,
-    expiry: Option<Expiry>,
-) -> Vec<HistoryEvent> {
-    let workload = Workload {
+/// The short workload the corruption, witness and expiry tests share: 3 keys, 6,000 operations,
+/// some failed and some of unknown outcome.
+pub(super) fn small_workload(seed: u64, clients: u64, pipeline_depth: usize, expiry: Option<Expiry>) -> Workload {
+    Workload {
         clients,
         keys: 3,
         operations: 6_000,
@@ -469,7 +466,16 @@ pub(super) fn passes_then_fails_when_corrupted(
         info_percent: 3,
         pipeline_depth,
         expiry,
-    };
+    }
+}
+
+pub(super) fn passes_then_fails_when_corrupted(
+    seed: u64,
+    clients: u64,
+    pipeline_depth: usize,
+    expiry: Option<Expiry>,
+) -> Vec<HistoryEvent> {
+    let workload = small_workload(seed, clients, pipeline_depth, expiry);
     let events = workload.generate();
     let stats = check_linearizable(&events).unwrap_or_else(|violation| panic!("seed {seed}: {violation}"));
     assert!(stats.operations_indeterminate > 0 && stats.operations_failed > 0);

@@ -5,7 +5,7 @@
 use super::tests::{
     agreed_verdict, append, history, operation, passes_then_fails_when_corrupted, read, stamped, write,
 };
-use super::workload::{Expiry, StoreClock, Workload};
+use super::workload::{Expiry, StoreClock};
 use super::*;
 use crate::history::{EventKind, pair_operations};
 
@@ -268,18 +268,7 @@ fn a_store_deciding_expiry_by_another_clock_is_caught() {
     // not linearizable, with its order offered as a witness and without; the correct store's
     // history passes both ways.
     for seed in 0..4 {
-        let workload = Workload {
-            clients: 12,
-            keys: 3,
-            operations: 6_000,
-            seed,
-            write_percent: 30,
-            append_percent: 15,
-            fail_percent: 3,
-            info_percent: 3,
-            pipeline_depth: 1,
-            expiry: Some(expiry()),
-        };
+        let workload = super::tests::small_workload(seed, 12, 1, Some(expiry()));
         for clock in [StoreClock::Stamp, StoreClock::Ignored, StoreClock::Own] {
             let (events, witness) = workload.generate_by(clock);
             let options = CheckOptions::default();

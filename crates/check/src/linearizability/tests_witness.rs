@@ -145,7 +145,7 @@ fn generated_histories_are_proved_by_their_true_order() {
     // expiring writes, sweeps, deletes and skewed stamps as without, with one-at-a-time and
     // pipelining clients. Method: generated workloads (6,000 operations on 3 keys) checked with
     // the generator's order as the witness.
-    use super::workload::{Expiry, Workload};
+    use super::workload::Expiry;
     for seed in 0..4 {
         for (clients, pipeline_depth) in [(12, 1), (4, 3)] {
             for expiry in [false, true] {
@@ -156,18 +156,7 @@ fn generated_histories_are_proved_by_their_true_order() {
                     skew_ms_max: 10,
                     ttl_ms_max: 40,
                 });
-                let workload = Workload {
-                    clients,
-                    keys: 3,
-                    operations: 6_000,
-                    seed,
-                    write_percent: 30,
-                    append_percent: 15,
-                    fail_percent: 3,
-                    info_percent: 3,
-                    pipeline_depth,
-                    expiry,
-                };
+                let workload = super::tests::small_workload(seed, clients, pipeline_depth, expiry);
                 let (events, witness) = workload.generate_with_witness();
                 let stats = checked(&events, &witness).unwrap_or_else(|violation| panic!("seed {seed}: {violation}"));
                 assert_eq!(stats.keys_witnessed, 3, "seed {seed}, {clients} clients");
