@@ -1,4 +1,4 @@
-//! A datagram as received, checksum and all: see `ordo_net::fuzzing::wire`.
+//! A datagram as received, tag and all: see `ordo_net::fuzzing::wire`.
 #![no_main]
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| ordo_net::fuzzing::wire(data));

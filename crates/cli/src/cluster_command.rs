@@ -204,6 +204,32 @@ fn log_tail(log: &Path, lines: usize) -> String {
     format!("the end of its log {}:\n  {}{hint}", log.display(), tail.join("\n  "))
 }
 
+/// The cluster key's file in a local cluster's data directory.
+pub const KEY_FILE_NAME: &str = "cluster.key";
+
+/// Gives a cluster file without a key the key in its data directory's [`KEY_FILE_NAME`]:
+/// the one already there (a restarted cluster keeps its key), or a new random one, readable
+/// by its owner only. The path is made absolute, as an in-process gateway reads it too.
+fn give_key(file: &mut ClusterFile) -> Result<(), String> {
+    use std::io::{Read, Write};
+    use std::os::unix::fs::OpenOptionsExt;
+    if file.key_file.is_some() {
+        return Ok(());
+    }
+    let dir = std::fs::canonicalize(&file.data_dir).map_err(|e| format!("{}: {e}", file.data_dir.display()))?;
+    let path = dir.join(KEY_FILE_NAME);
+    let fail = |e: std::io::Error| format!("cluster key {}: {e}", path.display());
+    if !path.exists() {
+        let mut secret = [0u8; 32];
+        std::fs::File::open("/dev/urandom").and_then(|mut random| random.read_exact(&mut secret)).map_err(fail)?;
+        let hex: String = secret.iter().map(|byte| format!("{byte:02x}")).collect();
+        let mut key = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&path).map_err(fail)?;
+        key.write_all(format!("{hex}\n").as_bytes()).and_then(|()| key.sync_all()).map_err(fail)?;
+    }
+    file.key_file = Some(path);
+    Ok(())
+}
+
 /// A running local cluster.
 pub struct LocalCluster {
     /// The cluster file.
@@ -215,9 +241,11 @@ pub struct LocalCluster {
 }
 
 impl LocalCluster {
-    /// Writes the file and starts every node, replicas first and the gateway last.
-    pub fn start(file: ClusterFile) -> Result<Self, String> {
+    /// Writes the file and starts every node, replicas first and the gateway last. A file
+    /// without a key gets one ([`give_key`]), so every datagram is authenticated.
+    pub fn start(mut file: ClusterFile) -> Result<Self, String> {
         std::fs::create_dir_all(&file.data_dir).map_err(|e| format!("{}: {e}", file.data_dir.display()))?;
+        give_key(&mut file)?;
         let path = file.data_dir.join("cluster.toml");
         std::fs::write(&path, file.to_toml()).map_err(|e| format!("{}: {e}", path.display()))?;
         let mut cluster = LocalCluster { file, path, children: Vec::new() };

@@ -33,11 +33,7 @@ impl ProtocolVisitor for RunNode<'_> {
 /// cluster file, an unknown name, a port in use, a damaged durable file); 1 when it failed
 /// after it started (a durable write or its socket failed).
 pub fn run(args: NodeArgs) -> ExitCode {
-    let text = match std::fs::read_to_string(&args.config) {
-        Ok(text) => text,
-        Err(error) => return fail(format!("cannot read {}: {error}", args.config.display())),
-    };
-    let cluster = match ClusterFile::parse(&text) {
+    let cluster = match ClusterFile::load(&args.config) {
         Ok(cluster) => cluster,
         Err(error) => return fail(error.to_string()),
     };

@@ -3,6 +3,7 @@
 //! ```toml
 //! protocol = "multipaxos"
 //! data_dir = "/tmp/ordo"
+//! key_file = "cluster.key"     # the secret that authenticates datagrams (see ClusterFile::key_file)
 //! [protocol_options]          # the protocol's own Config, as in `ordo sim --set`
 //! [[node]]
 //! name = "r1"
@@ -24,11 +25,17 @@ use ordo_core::{NodeId, NodeSpec, Protocol, Role, Topology};
 use ordo_sim::FaultPlan;
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use thiserror::Error;
+
+use crate::wire::ClusterKey;
 
 /// Most client nodes one gateway may host.
 pub const GATEWAY_CLIENTS_MAX: usize = 1_024;
+/// The environment variable that holds the cluster secret, in place of a key file.
+pub const KEY_ENV: &str = "ORDO_CLUSTER_KEY";
+/// Fewest bytes of a cluster secret.
+pub const SECRET_LEN_MIN: usize = 16;
 
 /// A problem with a cluster file.
 #[derive(Debug, Error)]
@@ -165,6 +172,13 @@ pub struct ClusterFile {
     pub protocol: String,
     /// Directory of the nodes' durable files (one file per node).
     pub data_dir: PathBuf,
+    /// The file whose content (at least [`SECRET_LEN_MIN`] bytes, surrounding whitespace
+    /// ignored) is the cluster secret: every datagram carries a MAC keyed with it, and a node
+    /// drops datagrams without a valid one. The environment variable [`KEY_ENV`], when set,
+    /// takes its place. A relative path is relative to the cluster file's directory. Required
+    /// when a node's address is not a loopback address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_file: Option<PathBuf>,
     /// The protocol's options.
     #[serde(default)]
     pub protocol_options: toml::Table,
@@ -177,6 +191,21 @@ pub struct ClusterFile {
     /// Every node.
     #[serde(rename = "node")]
     pub nodes: Vec<NodeEntry>,
+}
+
+/// How to make a key, for the errors about keys.
+const KEY_HINT: &str = "`head -c 32 /dev/urandom | base64 > cluster.key` makes one; `ordo cluster up` writes one";
+
+fn read_key_file(path: &Path) -> Result<Vec<u8>, ConfigError> {
+    let secret =
+        std::fs::read(path).map_err(|error| ConfigError::Invalid(format!("key file {}: {error}", path.display())))?;
+    use std::os::unix::fs::PermissionsExt;
+    if let Ok(metadata) = std::fs::metadata(path)
+        && metadata.permissions().mode() & 0o077 != 0
+    {
+        eprintln!("warning: key file {} can be read by other users; `chmod 600` it", path.display());
+    }
+    Ok(secret)
 }
 
 /// Where each topology node lives.
@@ -194,14 +223,82 @@ impl ClusterFile {
         toml::from_str(text).map_err(|e| ConfigError::Parse(e.to_string()))
     }
 
+    /// Reads and parses the cluster file at `path`; a relative `key_file` is taken relative to
+    /// the file's directory.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|error| ConfigError::Parse(format!("cannot read {}: {error}", path.display())))?;
+        let mut file = ClusterFile::parse(&text)?;
+        if let (Some(key_file), Some(directory)) = (&file.key_file, path.parent()) {
+            file.key_file = Some(directory.join(key_file));
+        }
+        Ok(file)
+    }
+
     /// The file as TOML.
     pub fn to_toml(&self) -> String {
         toml::to_string(self).expect("a cluster file always serializes")
     }
 
-    /// A hash of the file that names the cluster on the wire.
+    /// A hash of what every node must agree on, which names the cluster on the wire: the
+    /// protocol and its options, and each node's name, role, address, client count and host.
+    /// What may differ between nodes or change one node at a time (metrics and Redis ports,
+    /// clocks, the data directory, the key file's path, runtime options, faults) is left out.
     pub fn cluster_hash(&self) -> u64 {
-        xxhash_rust::xxh3::xxh3_64(self.to_toml().as_bytes())
+        #[derive(Serialize)]
+        struct Member<'a> {
+            name: &'a str,
+            role: FileRole,
+            addr: SocketAddr,
+            clients: Option<usize>,
+            host: Option<&'a str>,
+        }
+        #[derive(Serialize)]
+        struct Membership<'a> {
+            protocol: &'a str,
+            protocol_options: &'a toml::Table,
+            node: Vec<Member<'a>>,
+        }
+        let node = self
+            .nodes
+            .iter()
+            .map(|n| Member { name: &n.name, role: n.role, addr: n.addr, clients: n.clients, host: n.host.as_deref() })
+            .collect();
+        let membership = Membership { protocol: &self.protocol, protocol_options: &self.protocol_options, node };
+        let text = toml::to_string(&membership).expect("a membership always serializes");
+        xxhash_rust::xxh3::xxh3_64(text.as_bytes())
+    }
+
+    /// The cluster key, from the environment variable [`KEY_ENV`] or else the key file; none
+    /// when neither is set, which only a cluster whose every address is a loopback address may
+    /// run with.
+    pub fn cluster_key(&self) -> Result<Option<ClusterKey>, ConfigError> {
+        self.key_from(std::env::var_os(KEY_ENV).map(|v| v.into_encoded_bytes()))
+    }
+
+    /// [`ClusterFile::cluster_key`] with the environment variable's value given.
+    pub fn key_from(&self, environment: Option<Vec<u8>>) -> Result<Option<ClusterKey>, ConfigError> {
+        let (secret, source) = match (environment, &self.key_file) {
+            (Some(secret), _) => (secret, format!("${KEY_ENV}")),
+            (None, Some(path)) => (read_key_file(path)?, path.display().to_string()),
+            (None, None) => return self.refuse_without_key().map(|()| None),
+        };
+        let secret = secret.trim_ascii();
+        if secret.len() < SECRET_LEN_MIN {
+            return Err(ConfigError::Invalid(format!(
+                "cluster key {source}: {} bytes, at least {SECRET_LEN_MIN} needed ({KEY_HINT})",
+                secret.len()
+            )));
+        }
+        Ok(Some(ClusterKey::derive(secret)))
+    }
+
+    fn refuse_without_key(&self) -> Result<(), ConfigError> {
+        let Some(exposed) = self.nodes.iter().find(|n| !n.addr.ip().is_loopback()) else { return Ok(()) };
+        Err(ConfigError::Invalid(format!(
+            "node `{}` is at {}, which is not a loopback address, so anyone on the network could send              it datagrams: the cluster needs a key. Set `key_file = \"PATH\"` in the cluster file or              the environment variable {KEY_ENV}, the same on every node ({KEY_HINT})",
+            exposed.name, exposed.addr
+        )))
     }
 
     /// The entry of a node name.
@@ -399,6 +496,7 @@ impl ClusterFile {
         ClusterFile {
             protocol: P::NAME.to_string(),
             data_dir,
+            key_file: None,
             protocol_options: options,
             runtime: RuntimeOptions::default(),
             faults: FaultPlan::default(),
@@ -408,81 +506,4 @@ impl ClusterFile {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use ordo_protocols::multipaxos::MultiPaxos;
-
-    #[test]
-    fn example_cluster_files_parse_and_place() {
-        // Goal: the shipped examples are valid cluster files; ids follow the simulator's order
-        // (replicas, extra roles, then the gateway's client nodes).
-        for name in ["multipaxos-3.toml", "faults.toml"] {
-            let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/cluster").join(name);
-            let file = ClusterFile::parse(&std::fs::read_to_string(&path).expect("example exists")).expect(name);
-            let config = file.protocol_config::<MultiPaxos>().expect("options");
-            let placement = file.placement::<MultiPaxos>(&config).expect("placement");
-            assert_eq!(placement.topology.replicas().len(), 3);
-            assert_eq!(placement.topology.node(NodeId(3)).role, Role::Client);
-            assert_eq!(ClusterFile::parse(&file.to_toml()).expect("round trip"), file);
-        }
-    }
-
-    #[test]
-    fn a_cluster_runs_with_the_protocols_runtime_defaults_under_its_own_options() {
-        // Goal: a cluster file that does not set an option gets the protocol's value for real
-        // processes (a hand-written file too), and one that sets it keeps its own.
-        use ordo_protocols::nezha::Nezha;
-        let mut file =
-            ClusterFile::local::<Nezha>(&Default::default(), toml::Table::new(), 3, 4, 9000, None, "/x".into());
-        assert_eq!(file.protocol_config::<Nezha>().unwrap().view_change_timeout_ns, 100_000_000);
-        file.protocol_options.insert("view_change_timeout_ns".into(), toml::Value::Integer(30_000_000));
-        assert_eq!(file.protocol_config::<Nezha>().unwrap().view_change_timeout_ns, 30_000_000);
-    }
-
-    #[test]
-    fn hosted_nodes_live_in_their_hosts_process() {
-        // Goal: a node entry with `host` is placed in the hosting entry's process (same entry
-        // index, so the same socket), and its id keeps the simulator's order.
-        use ordo_protocols::nezha::Nezha;
-        let config = Default::default();
-        let mut file = ClusterFile::local::<Nezha>(&config, toml::Table::new(), 3, 4, 9000, None, "/tmp/x".into());
-        let gateway = file.entry("gw").expect("gateway");
-        let proxy = file.entry("proxy1").expect("proxy");
-        file.nodes[proxy].host = Some("gw".into());
-        file.nodes[proxy].addr = file.nodes[gateway].addr;
-        let placement = file.placement::<Nezha>(&config).expect("placement");
-        let proxy_node = placement.topology.nodes.iter().position(|n| n.role == Role::Proxy).expect("a proxy");
-        assert_eq!(placement.entry_of[proxy_node], gateway);
-        let client = placement.topology.with_role(Role::Client).next().expect("a client");
-        assert!(
-            placement.topology.same_machine(client, NodeId(proxy_node as u32)),
-            "a hosted proxy shares its host's machine"
-        );
-        assert!(!placement.topology.same_machine(client, NodeId(0)), "a replica runs on a machine of its own");
-        assert_eq!(ClusterFile::parse(&file.to_toml()).expect("round trip"), file);
-    }
-
-    #[test]
-    fn bad_cluster_files_are_errors() {
-        assert!(ClusterFile::parse("protocol = 3").is_err());
-        let mut file = ClusterFile::local::<MultiPaxos>(
-            &Default::default(),
-            toml::Table::new(),
-            3,
-            4,
-            9000,
-            None,
-            "/tmp/x".into(),
-        );
-        file.nodes[1].name = "r1".into();
-        assert!(file.placement::<MultiPaxos>(&Default::default()).is_err(), "duplicate names");
-        let mut hosted = file.clone();
-        hosted.nodes[0].name = "r0".into();
-        hosted.nodes[0].host = Some("gw".into());
-        assert!(hosted.placement::<MultiPaxos>(&Default::default()).is_err(), "a hosted node keeps its own addr");
-        hosted.nodes[0].host = Some("nobody".into());
-        assert!(hosted.placement::<MultiPaxos>(&Default::default()).is_err(), "unknown host");
-        file.nodes.retain(|n| n.role == FileRole::Gateway);
-        assert!(file.placement::<MultiPaxos>(&Default::default()).is_err(), "no replica");
-    }
-}
+mod tests;

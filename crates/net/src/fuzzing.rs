@@ -11,7 +11,7 @@ use crate::config::ClusterFile;
 use crate::faults::FaultShim;
 use crate::resp;
 use crate::storage;
-use crate::wire::{self, Body, Frame, Header, Packer, Reassembly, WireError};
+use crate::wire::{self, Body, ClusterKey, Frame, Header, Packer, Reassembly, Sealer, WireError};
 use bytes::BytesMut;
 use ordo_core::Protocol;
 use serde::{Serialize, de::DeserializeOwned};
@@ -78,30 +78,40 @@ fn encode_request(command: &[bytes::Bytes]) -> Vec<u8> {
     out
 }
 
-/// A datagram as received, checksum and all: what any sender on the network can put on a port.
-/// The cluster hash is taken from the datagram itself, so only the checksum stands between the
-/// fuzzer and the frames. Whatever decodes obeys the checks of [`wire_frames`].
+/// The key of the authenticated fuzz targets.
+fn fuzz_key() -> ClusterKey {
+    ClusterKey::derive(b"the fuzzers' cluster secret")
+}
+
+/// A datagram as received, tag and all: what any sender on the network can put on a port,
+/// decoded by a node without a key and by one with a key. The cluster hash is taken from the
+/// datagram itself, so only the tag stands between the fuzzer and the frames. Whatever decodes
+/// obeys the checks of [`wire_frames`].
 pub fn wire(data: &[u8]) {
-    let cluster = data.get(3..11).map_or(0, |b| u64::from_le_bytes(b.try_into().expect("8 bytes")));
-    if let Ok((header, frames)) = wire::decode(data, cluster) {
-        assert_eq!(header.cluster, cluster);
-        wire_frames(data, header, frames.collect());
+    let cluster = data.get(4..12).map_or(0, |b| u64::from_le_bytes(b.try_into().expect("8 bytes")));
+    let key = fuzz_key();
+    for key in [None, Some(&key)] {
+        if let Ok((received, frames)) = wire::decode(data, cluster, key) {
+            assert_eq!(received.header.cluster, cluster);
+            assert_eq!(received.keyed, key.is_some());
+            wire_frames(data, received.header, frames.collect());
+        }
     }
 }
 
-/// A datagram body behind a valid header and checksum: what a peer that passed the integrity
-/// check (a member of the cluster, or a corruption the checksum missed) can send. Decoding may
-/// only fail on a frame; frames lie inside the datagram; fragments go through a small
-/// reassembly table; and the whole messages, packed again, decode to the same messages.
+/// A datagram body behind a valid header and MAC: what a peer that holds the cluster key (a
+/// member of the cluster) can send. Decoding may only fail on a frame; frames lie inside the
+/// datagram; fragments go through a small reassembly table; and the whole messages, packed
+/// again, decode to the same messages.
 pub fn wire_sealed(data: &[u8]) {
     let header = Header { cluster: SEALED_CLUSTER, boot: 9 };
-    let mut datagram = Vec::with_capacity(wire::HEADER_LEN + data.len() + wire::CHECKSUM_LEN);
+    let mut datagram = Vec::with_capacity(wire::HEADER_LEN + data.len() + wire::TAG_LEN);
     wire::put_header(&mut datagram, &header);
     datagram.extend_from_slice(data);
-    wire::seal(&mut datagram, 0);
-    match wire::decode(&datagram, SEALED_CLUSTER) {
+    wire::seal(&mut datagram, 0, &mut Sealer::new(Some(fuzz_key())));
+    match wire::decode(&datagram, SEALED_CLUSTER, Some(&fuzz_key())) {
         Ok((decoded, frames)) => {
-            assert_eq!(decoded, header);
+            assert_eq!(decoded.header, header);
             wire_frames(&datagram, header, frames.collect());
         }
         Err(error) => {
@@ -127,14 +137,15 @@ fn wire_frames(datagram: &[u8], header: Header, frames: Vec<Frame<'_>>) {
     }
     let delivered = deliver(&frames, header.boot);
     let mut packer = Packer::new(header, wire::DATAGRAM_MAX);
+    let mut sealer = Sealer::new(None);
     for (number, (from, to, message)) in delivered.iter().enumerate() {
-        packer.push(*from, *to, message, number as u64);
+        packer.push(&mut sealer, *from, *to, message, number as u64);
     }
-    packer.finish();
+    packer.finish(&mut sealer);
     let mut again = Vec::new();
     let mut table = Reassembly::new(REASSEMBLY_ENTRIES_MAX, usize::MAX, u64::MAX);
     for datagram in packer.datagrams() {
-        let (_, frames) = wire::decode(datagram, header.cluster).expect("a packed datagram decodes");
+        let (_, frames) = wire::decode(datagram, header.cluster, None).expect("a packed datagram decodes");
         for frame in frames {
             again.extend(deliver_one(&mut table, &frame, header.boot, 0));
         }

@@ -27,7 +27,7 @@ use crate::faults::FaultShim;
 use crate::metrics::{Metrics, Transport};
 use crate::storage::{self, Storage};
 use crate::timer::PreciseTimer;
-use crate::wire::{self, Header};
+use crate::wire::{self, Header, Sealer};
 use faults::Faults;
 use incoming::Incoming;
 use ordo_core::{
@@ -251,7 +251,10 @@ impl<P: Protocol> Host<P> {
         let start_ns = monotonic_ns();
         let shim = FaultShim::new(&cluster.faults, &topology, cluster.runtime.seed ^ (entry as u64) << 17)?;
         let cluster_hash = cluster.cluster_hash();
-        let header = Header { cluster: cluster_hash, boot };
+        let key = cluster.cluster_key()?;
+        // The wire's boot is the start time, so a restarted process's datagrams supersede its
+        // earlier incarnation's in its peers' replay windows.
+        let header = Header { cluster: cluster_hash, boot: crate::clock::realtime_ns() };
         let runtime = &cluster.runtime;
         let mut host = Host {
             socket,
@@ -267,8 +270,8 @@ impl<P: Protocol> Host<P> {
             inbox: VecDeque::new(),
             routes: Routes { addr_of, local_of },
             timers: Timers::new(),
-            outgoing: Outgoing::new(header, datagram_max, shim.has_network_faults()),
-            incoming: Incoming::new(cluster_hash, datagram_max),
+            outgoing: Outgoing::new(header, Sealer::new(key.clone()), datagram_max, shim.has_network_faults()),
+            incoming: Incoming::new(cluster_hash, key, datagram_max),
             faults: Faults::new(shim, start_ns),
             transport: Transport::default(),
             publisher: Publisher::new(metrics),

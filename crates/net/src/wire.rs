@@ -1,19 +1,24 @@
 //! The wire format: one UDP datagram carries a header, one or more frames and a checksum.
 //!
 //! ```text
-//! magic "OR" | version u8 | cluster u64 | boot u64 | frames... | xxh3_64 u64
+//! magic "OR" | version u8 | flags u8 | cluster u64 | boot u64 | sequence u64 | frames... | tag [u8; 16]
 //! frame: 0 | from u32 | to u32 | len u32 | postcard message                                  (a whole message)
 //!        1 | from u32 | to u32 | message u64 | index u16 | count u16 | len u32 | bytes       (a fragment)
 //! ```
 //!
-//! All integers are little-endian. `cluster` is a hash of the cluster file, so that datagrams of
-//! another cluster on the same ports are dropped; `boot` is a per-process random number that
-//! keeps fragments of an earlier incarnation of the sender from being glued to new ones. Each
+//! All integers are little-endian. `cluster` is a hash of the cluster's membership, so that
+//! datagrams of another cluster on the same ports are dropped; `boot` is the sending process's
+//! start time, which keeps fragments of an earlier incarnation of the sender from being glued to
+//! new ones; `sequence` numbers the process's datagrams, for the replay window. The tag covers
+//! everything before it: with a cluster key (flag bit 0) it is a keyed BLAKE3 MAC, so a datagram
+//! from anyone without the key is dropped; without one it is an xxh3-128 checksum. Each
 //! frame names its sending and receiving node, so one datagram carries messages between any
 //! nodes of the two processes: a gateway's many client nodes share datagrams to a proxy, and the
 //! proxy's replies to them share datagrams back. A message larger than a datagram is split into
 //! fragments and reassembled in a bounded table. Every decoding failure is a typed
 //! [`WireError`], never a panic.
+
+pub mod replay;
 
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -22,12 +27,17 @@ use thiserror::Error;
 /// First bytes of every datagram.
 pub const MAGIC: [u8; 2] = *b"OR";
 /// The wire format version; a datagram of another version is dropped. Version 2 moved the
-/// sending and receiving node from the header into each frame.
-pub const VERSION: u8 = 2;
+/// sending and receiving node from the header into each frame; version 3 added the flags, the
+/// sequence number and the 16-byte tag (a MAC with a cluster key).
+pub const VERSION: u8 = 3;
 /// Bytes of the header.
-pub const HEADER_LEN: usize = 2 + 1 + 8 + 8;
-/// Bytes of the trailing checksum.
-pub const CHECKSUM_LEN: usize = 8;
+pub const HEADER_LEN: usize = 2 + 1 + 1 + 8 + 8 + 8;
+/// Bytes of the trailing tag (a MAC or a checksum).
+pub const TAG_LEN: usize = 16;
+/// Where the header's sequence number lies.
+const SEQUENCE_AT: usize = 20;
+/// Flag bit: the tag is a MAC under the cluster key.
+const FLAG_KEYED: u8 = 1;
 /// Bytes of a whole-message frame's header.
 const WHOLE_FRAME_LEN: usize = 1 + 4 + 4 + 4;
 /// Bytes of a fragment frame's header.
@@ -39,7 +49,7 @@ pub const FRAGMENTS_MAX: usize = 1_024;
 /// Buffer bytes a packer keeps between flushes.
 pub const PACKER_KEEP_BYTES: usize = 1 << 20;
 /// The smallest datagram the packer accepts: room for a fragment header and some bytes.
-const DATAGRAM_MIN: usize = HEADER_LEN + CHECKSUM_LEN + FRAGMENT_FRAME_LEN + 64;
+const DATAGRAM_MIN: usize = HEADER_LEN + TAG_LEN + FRAGMENT_FRAME_LEN + 64;
 const _: () = assert!(DATAGRAM_MIN < DATAGRAM_MAX);
 
 /// Why a datagram was dropped.
@@ -54,9 +64,19 @@ pub enum WireError {
     /// Another wire format version.
     #[error("unsupported version {0}")]
     Version(u8),
-    /// The checksum does not match.
+    /// The checksum does not match (a datagram without a key).
     #[error("checksum mismatch")]
     Checksum,
+    /// The MAC does not match: the sender does not have this cluster's key, or the datagram was
+    /// changed on the way.
+    #[error("authentication failed")]
+    BadMac,
+    /// A datagram without a MAC at a node that has a cluster key.
+    #[error("datagram not authenticated")]
+    Unauthenticated,
+    /// A datagram with a MAC at a node without a cluster key.
+    #[error("authenticated datagram, but this node has no cluster key")]
+    NoKey,
     /// From another cluster.
     #[error("datagram of another cluster")]
     OtherCluster,
@@ -71,10 +91,74 @@ pub enum WireError {
 /// The fixed part of a datagram: which cluster and which incarnation of the sending process.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Header {
-    /// Hash of the cluster file.
+    /// Hash of the cluster's membership.
     pub cluster: u64,
-    /// The sender process's boot number.
+    /// The sender process's start time, ns since the Unix epoch: a later incarnation of a
+    /// process has a larger one.
     pub boot: u64,
+}
+
+/// A decoded datagram's header and where it stands in its sender's stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Received {
+    /// The header.
+    pub header: Header,
+    /// The sender's number for this datagram (counts up from 0 in each incarnation).
+    pub sequence: u64,
+    /// True when the tag was a MAC under the cluster key.
+    pub keyed: bool,
+}
+
+/// A cluster's secret, as the key of the datagram MAC. Derived from the secret's bytes (a key
+/// file's content, say), so a secret of any length and alphabet gives a uniform key.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ClusterKey([u8; 32]);
+
+impl ClusterKey {
+    /// The MAC key of a secret.
+    pub fn derive(secret: &[u8]) -> Self {
+        ClusterKey(blake3::derive_key("ordo 2026-11-27 cluster datagram MAC", secret))
+    }
+}
+
+impl std::fmt::Debug for ClusterKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ClusterKey(..)") // never print the secret
+    }
+}
+
+/// The tag over `bytes`: a MAC under `key`, or a checksum without one.
+fn tag(key: Option<&ClusterKey>, bytes: &[u8]) -> [u8; TAG_LEN] {
+    let mut tag = [0; TAG_LEN];
+    match key {
+        Some(key) => tag.copy_from_slice(&blake3::keyed_hash(&key.0, bytes).as_bytes()[..TAG_LEN]),
+        None => tag = xxhash_rust::xxh3::xxh3_128(bytes).to_le_bytes(),
+    }
+    tag
+}
+
+/// Finishes datagrams: numbers each one and writes its tag (a MAC with a key).
+#[derive(Debug)]
+pub struct Sealer {
+    key: Option<ClusterKey>,
+    next_sequence: u64,
+}
+
+impl Sealer {
+    /// A sealer with the cluster key, if the cluster has one.
+    pub fn new(key: Option<ClusterKey>) -> Self {
+        Sealer { key, next_sequence: 0 }
+    }
+
+    /// Numbers and tags `datagram`, whose last [`TAG_LEN`] bytes are reserved for the tag.
+    fn seal(&mut self, datagram: &mut [u8]) {
+        let body_len = datagram.len() - TAG_LEN;
+        datagram[3] = if self.key.is_some() { FLAG_KEYED } else { 0 };
+        datagram[SEQUENCE_AT..SEQUENCE_AT + 8].copy_from_slice(&self.next_sequence.to_le_bytes());
+        self.next_sequence += 1;
+        let tag = tag(self.key.as_ref(), &datagram[..body_len]);
+        datagram[body_len..].copy_from_slice(&tag);
+    }
 }
 
 /// One frame of a decoded datagram, borrowing from it.
@@ -106,16 +190,20 @@ pub enum Body<'a> {
     },
 }
 
+/// Writes a header whose flags and sequence number [`Sealer::seal`] fills in.
 pub(crate) fn put_header(buffer: &mut Vec<u8>, header: &Header) {
     buffer.extend_from_slice(&MAGIC);
     buffer.push(VERSION);
+    buffer.push(0);
     buffer.extend_from_slice(&header.cluster.to_le_bytes());
     buffer.extend_from_slice(&header.boot.to_le_bytes());
+    buffer.extend_from_slice(&0u64.to_le_bytes());
 }
 
-pub(crate) fn seal(buffer: &mut Vec<u8>, start: usize) {
-    let sum = xxhash_rust::xxh3::xxh3_64(&buffer[start..]);
-    buffer.extend_from_slice(&sum.to_le_bytes());
+/// Reserves the tag after the frames from `start` on, and seals that datagram.
+pub(crate) fn seal(buffer: &mut Vec<u8>, start: usize, sealer: &mut Sealer) {
+    buffer.extend_from_slice(&[0; TAG_LEN]);
+    sealer.seal(&mut buffer[start..]);
 }
 
 /// Packs encoded messages for one destination process into datagrams of at most `datagram_max`
@@ -144,7 +232,7 @@ impl Packer {
             Some(start) => self.bytes.len() - start,
             None => HEADER_LEN,
         };
-        self.datagram_max.saturating_sub(used + CHECKSUM_LEN)
+        self.datagram_max.saturating_sub(used + TAG_LEN)
     }
 
     fn start_if_closed(&mut self) {
@@ -154,11 +242,11 @@ impl Packer {
         }
     }
 
-    /// Closes the datagram being filled, if any.
-    pub fn finish(&mut self) {
+    /// Closes and seals the datagram being filled, if any.
+    pub fn finish(&mut self, sealer: &mut Sealer) {
         let Some(start) = self.open.take() else { return };
         debug_assert!(self.bytes.len() > start + HEADER_LEN, "an open datagram has a frame");
-        seal(&mut self.bytes, start);
+        seal(&mut self.bytes, start, sealer);
         debug_assert!(self.bytes.len() - start <= self.datagram_max);
         self.ready.push(start..self.bytes.len());
     }
@@ -183,8 +271,8 @@ impl Packer {
     }
 
     /// Adds one encoded message from node `from` to node `to`; `message_number` names it if it
-    /// must be fragmented.
-    pub fn push(&mut self, from: u32, to: u32, encoded: &[u8], message_number: u64) {
+    /// must be fragmented. Datagrams it fills are sealed by `sealer`.
+    pub fn push(&mut self, sealer: &mut Sealer, from: u32, to: u32, encoded: &[u8], message_number: u64) {
         if encoded.len() + WHOLE_FRAME_LEN <= self.room() {
             self.start_if_closed();
             self.bytes.push(0);
@@ -194,14 +282,14 @@ impl Packer {
             self.bytes.extend_from_slice(encoded);
             return;
         }
-        let single = self.datagram_max - HEADER_LEN - CHECKSUM_LEN - WHOLE_FRAME_LEN;
+        let single = self.datagram_max - HEADER_LEN - TAG_LEN - WHOLE_FRAME_LEN;
         if encoded.len() <= single {
-            self.finish();
-            self.push(from, to, encoded, message_number);
+            self.finish(sealer);
+            self.push(sealer, from, to, encoded, message_number);
             return;
         }
-        self.finish();
-        let piece = self.datagram_max - HEADER_LEN - CHECKSUM_LEN - FRAGMENT_FRAME_LEN;
+        self.finish(sealer);
+        let piece = self.datagram_max - HEADER_LEN - TAG_LEN - FRAGMENT_FRAME_LEN;
         let count = encoded.len().div_ceil(piece);
         assert!(count <= FRAGMENTS_MAX, "the host bounds message size below {FRAGMENTS_MAX} fragments");
         for (index, bytes) in encoded.chunks(piece).enumerate() {
@@ -214,14 +302,14 @@ impl Packer {
             self.bytes.extend_from_slice(&(count as u16).to_le_bytes());
             self.bytes.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
             self.bytes.extend_from_slice(bytes);
-            self.finish();
+            self.finish(sealer);
         }
     }
 }
 
 /// The largest message the packer can fragment with `datagram_max`-byte datagrams.
 pub fn message_len_max(datagram_max: usize) -> usize {
-    (datagram_max.clamp(DATAGRAM_MIN, DATAGRAM_MAX) - (HEADER_LEN + CHECKSUM_LEN + FRAGMENT_FRAME_LEN)) * FRAGMENTS_MAX
+    (datagram_max.clamp(DATAGRAM_MIN, DATAGRAM_MAX) - (HEADER_LEN + TAG_LEN + FRAGMENT_FRAME_LEN)) * FRAGMENTS_MAX
 }
 
 fn read_u16(bytes: &[u8], at: usize) -> Option<u16> {
@@ -286,10 +374,15 @@ impl<'a> Iterator for Frames<'a> {
     }
 }
 
-/// Checks a datagram's header, checksum and every frame, and returns its header and frames.
-/// A datagram with one bad frame is rejected whole.
-pub fn decode(datagram: &[u8], cluster: u64) -> Result<(Header, Frames<'_>), WireError> {
-    if datagram.len() < HEADER_LEN + CHECKSUM_LEN {
+/// Checks a datagram's header, tag and every frame, and returns where it stands and its frames.
+/// A node with a cluster `key` accepts only datagrams with a MAC under it; a node without one
+/// only checksummed datagrams. A datagram with one bad frame is rejected whole.
+pub fn decode<'a>(
+    datagram: &'a [u8],
+    cluster: u64,
+    key: Option<&ClusterKey>,
+) -> Result<(Received, Frames<'a>), WireError> {
+    if datagram.len() < HEADER_LEN + TAG_LEN {
         return Err(WireError::TooShort);
     }
     if datagram[0..2] != MAGIC {
@@ -298,15 +391,23 @@ pub fn decode(datagram: &[u8], cluster: u64) -> Result<(Header, Frames<'_>), Wir
     if datagram[2] != VERSION {
         return Err(WireError::Version(datagram[2]));
     }
-    let body_len = datagram.len() - CHECKSUM_LEN;
-    let sum = read_u64(datagram, body_len).ok_or(WireError::TooShort)?;
-    if xxhash_rust::xxh3::xxh3_64(&datagram[..body_len]) != sum {
-        return Err(WireError::Checksum);
+    let keyed = datagram[3] & FLAG_KEYED != 0;
+    match (keyed, key.is_some()) {
+        (false, true) => return Err(WireError::Unauthenticated),
+        (true, false) => return Err(WireError::NoKey),
+        _ => {}
+    }
+    let body_len = datagram.len() - TAG_LEN;
+    // Compared in constant time, so a forger learns nothing from how long a rejection took.
+    let expected = tag(key, &datagram[..body_len]);
+    if !constant_time_eq(&expected, &datagram[body_len..]) {
+        return Err(if keyed { WireError::BadMac } else { WireError::Checksum });
     }
     let header = Header {
-        cluster: read_u64(datagram, 3).ok_or(WireError::TooShort)?,
-        boot: read_u64(datagram, 11).ok_or(WireError::TooShort)?,
+        cluster: read_u64(datagram, 4).ok_or(WireError::TooShort)?,
+        boot: read_u64(datagram, 12).ok_or(WireError::TooShort)?,
     };
+    let sequence = read_u64(datagram, SEQUENCE_AT).ok_or(WireError::TooShort)?;
     if header.cluster != cluster {
         return Err(WireError::OtherCluster);
     }
@@ -315,7 +416,12 @@ pub fn decode(datagram: &[u8], cluster: u64) -> Result<(Header, Frames<'_>), Wir
     while at < body.len() {
         at = frame_at(body, at)?.1;
     }
-    Ok((header, Frames { body, at: HEADER_LEN }))
+    Ok((Received { header, sequence, keyed }, Frames { body, at: HEADER_LEN }))
+}
+
+/// Equality of two byte strings that takes the same time wherever they differ.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// A message being reassembled.
@@ -408,129 +514,4 @@ impl Reassembly {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use proptest::prelude::*;
-
-    fn header() -> Header {
-        Header { cluster: 7, boot: 9 }
-    }
-
-    fn datagrams(packer: &Packer) -> Vec<Vec<u8>> {
-        packer.datagrams().map(<[u8]>::to_vec).collect()
-    }
-
-    /// Decodes and reassembles: (from, to, message) in arrival order.
-    fn unpack(datagrams: &[Vec<u8>]) -> Vec<(u32, u32, Vec<u8>)> {
-        let mut table = Reassembly::new(8, 1 << 24, u64::MAX);
-        let mut out = Vec::new();
-        for datagram in datagrams {
-            let (h, frames) = decode(datagram, 7).expect("valid");
-            for frame in frames {
-                match frame.body {
-                    Body::Whole(bytes) => out.push((frame.from, frame.to, bytes.to_vec())),
-                    Body::Fragment { message, index, count, bytes } => {
-                        let whole = table.add(0, frame.from, h.boot, message, index, count, bytes);
-                        out.extend(whole.map(|w| (frame.from, frame.to, w)));
-                    }
-                }
-            }
-        }
-        out
-    }
-
-    #[test]
-    fn packs_small_and_fragments_large_messages() {
-        // Goal: many small messages between several node pairs share datagrams and a large one
-        // is split and rebuilt, in order, each with its own sender and receiver. Method: pack,
-        // decode, reassemble, compare.
-        let mut packer = Packer::new(header(), 1_000);
-        let messages: Vec<(u32, u32, Vec<u8>)> =
-            vec![(1, 2, vec![1; 10]), (3, 2, vec![2; 20]), (1, 4, vec![3; 5_000]), (5, 6, vec![4; 30])];
-        for (n, (from, to, m)) in messages.iter().enumerate() {
-            packer.push(*from, *to, m, n as u64);
-        }
-        packer.finish();
-        assert!(packer.datagrams().all(|d| d.len() <= 1_000));
-        assert_eq!(unpack(&datagrams(&packer)), messages);
-        // The two small messages before the large one share its first datagram.
-        let (_, first) = decode(packer.datagrams().next().expect("one"), 7).expect("valid");
-        assert_eq!(first.filter(|f| matches!(f.body, Body::Whole(_))).count(), 2);
-        packer.clear();
-        assert!(packer.is_empty());
-        assert_eq!(packer.datagrams().len(), 0);
-    }
-
-    #[test]
-    fn corrupted_datagrams_are_typed_errors() {
-        // Goal: a flipped bit, a wrong cluster, a wrong version or a truncation is reported,
-        // not accepted.
-        let mut packer = Packer::new(header(), 1_000);
-        packer.push(1, 2, b"hello", 0);
-        packer.finish();
-        let good = datagrams(&packer).remove(0);
-        let mut flipped = good.clone();
-        flipped[HEADER_LEN + 2] ^= 1;
-        assert_eq!(decode(&flipped, 7).unwrap_err(), WireError::Checksum);
-        assert_eq!(decode(&good, 8).unwrap_err(), WireError::OtherCluster);
-        assert_eq!(decode(&good[..10], 7).unwrap_err(), WireError::TooShort);
-        let mut old = good.clone();
-        old[2] = 1;
-        assert_eq!(decode(&old, 7).unwrap_err(), WireError::Version(1));
-    }
-
-    #[test]
-    fn a_bad_frame_rejects_the_whole_datagram() {
-        // Goal: a well-sealed datagram whose second frame runs past the end delivers nothing.
-        let mut datagram = Vec::new();
-        put_header(&mut datagram, &header());
-        datagram.extend_from_slice(&[0, 1, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 42]);
-        datagram.extend_from_slice(&[0, 1, 0, 0, 0, 2, 0, 0, 0, 9, 0, 0, 0, 42]);
-        seal(&mut datagram, 0);
-        assert_eq!(decode(&datagram, 7).unwrap_err(), WireError::BadFrame);
-    }
-
-    proptest! {
-        #[test]
-        fn decode_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..2_000)) {
-            // Goal: any byte string decodes to frames or a typed error.
-            if let Ok((_, frames)) = decode(&bytes, 7) {
-                let _ = frames.count();
-            }
-        }
-
-        #[test]
-        fn decode_never_panics_with_valid_checksum(mut bytes in proptest::collection::vec(any::<u8>(), 0..600)) {
-            // Goal: a well-sealed datagram with a garbage body still cannot panic the decoder,
-            // nor can its fragments panic reassembly.
-            let mut datagram = Vec::new();
-            put_header(&mut datagram, &header());
-            datagram.append(&mut bytes);
-            seal(&mut datagram, 0);
-            if let Ok((h, frames)) = decode(&datagram, 7) {
-                let mut table = Reassembly::new(4, 1 << 16, 10);
-                for frame in frames {
-                    if let Body::Fragment { message, index, count, bytes } = frame.body {
-                        let _ = table.add(0, frame.from, h.boot, message, index, count, bytes);
-                    }
-                }
-            }
-        }
-
-        #[test]
-        fn round_trip(
-            messages in proptest::collection::vec(
-                (0u32..4, 0u32..4, proptest::collection::vec(any::<u8>(), 0..3_000)), 0..20),
-        ) {
-            // Goal: whatever the sizes and node pairs, every message comes out once, in order,
-            // with its sender and receiver, and no datagram exceeds the limit.
-            let mut packer = Packer::new(header(), 1_200);
-            for (n, (from, to, m)) in messages.iter().enumerate() {
-                packer.push(*from, *to, m, n as u64);
-            }
-            packer.finish();
-            prop_assert!(packer.datagrams().all(|d| d.len() <= 1_200));
-            prop_assert_eq!(unpack(&datagrams(&packer)), messages);
-        }
-    }
-}
+mod tests;

@@ -13,7 +13,7 @@ use ordo_core::{Command, Protocol};
 use ordo_net::ClusterFile;
 use ordo_net::fuzzing;
 use ordo_net::storage::Storage;
-use ordo_net::wire::{self, Header, Packer};
+use ordo_net::wire::{self, ClusterKey, Header, Packer, Sealer};
 use ordo_protocols::testkit::Cluster;
 use ordo_protocols::testkit::script::Layout;
 use ordo_protocols::{ProtocolVisitor, protocols, with_protocol};
@@ -239,15 +239,21 @@ fn generated_messages(seed: u64) -> Vec<Vec<u8>> {
 /// Message kinds kept per protocol in the `message` seeds.
 const MESSAGE_KINDS_MAX: usize = 2;
 
-/// Datagrams of a cluster with hash 7: small messages sharing one, and a fragmented one.
+/// Datagrams of a cluster with hash 7, without a key and with the fuzzers' key
+/// (`ordo_net::fuzzing`): small messages sharing one, and a fragmented one.
 fn datagrams() -> Vec<Vec<u8>> {
-    let mut packer = Packer::new(Header { cluster: 7, boot: 9 }, 200);
-    packer.push(1, 2, b"hello", 0);
-    packer.push(3, 2, &[0, 1, 2, 3], 1);
-    packer.push(1, 4, &[7; 600], 2);
-    packer.push(5, 6, b"", 3);
-    packer.finish();
-    packer.datagrams().map(<[u8]>::to_vec).collect()
+    let mut all = Vec::new();
+    for key in [None, Some(ClusterKey::derive(b"the fuzzers' cluster secret"))] {
+        let mut sealer = Sealer::new(key);
+        let mut packer = Packer::new(Header { cluster: 7, boot: 9 }, 200);
+        packer.push(&mut sealer, 1, 2, b"hello", 0);
+        packer.push(&mut sealer, 3, 2, &[0, 1, 2, 3], 1);
+        packer.push(&mut sealer, 1, 4, &[7; 600], 2);
+        packer.push(&mut sealer, 5, 6, b"", 3);
+        packer.finish(&mut sealer);
+        all.extend(packer.datagrams().map(<[u8]>::to_vec));
+    }
+    all
 }
 
 /// A durable file of a few records, as `Storage` writes it, with a torn tail or not.
@@ -282,7 +288,7 @@ fn write_binary_seeds() {
         }
     };
     let datagrams = datagrams();
-    let bodies = datagrams.iter().map(|d| d[wire::HEADER_LEN..d.len() - wire::CHECKSUM_LEN].to_vec()).collect();
+    let bodies = datagrams.iter().map(|d| d[wire::HEADER_LEN..d.len() - wire::TAG_LEN].to_vec()).collect();
     write("wire", datagrams);
     write("wire_sealed", bodies);
     let records: [&[u8]; 3] = [b"one", b"", &[0xFF; 40]];

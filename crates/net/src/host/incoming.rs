@@ -5,8 +5,10 @@ use super::{Inbox, Input, Routes};
 use crate::clock::monotonic_ns;
 use crate::metrics::Transport;
 use crate::udp::Receiver;
-use crate::wire::{self, Body, Reassembly};
+use crate::wire::replay::ReplayGuard;
+use crate::wire::{self, Body, ClusterKey, Reassembly, Received};
 use ordo_core::{NodeId, Protocol};
+use std::collections::HashSet;
 use std::net::SocketAddr;
 use tokio::net::UdpSocket;
 
@@ -16,13 +18,53 @@ const RECV_SLOTS: usize = 32;
 const REASSEMBLY_ENTRIES_MAX: usize = 256;
 /// Fragmented messages not completed within this are dropped.
 const REASSEMBLY_EXPIRY_NS: u64 = 5_000_000_000;
+/// Sources the log names a rejected datagram of; after this many, rejections are only counted.
+const COMPLAINTS_MAX: usize = 64;
 
 /// Everything between the socket and a node's inbox: the `recvmmsg` receiver, the cluster a
-/// datagram must belong to, and the fragmented messages being put together.
+/// datagram must belong to and its key, the replay window, and the fragmented messages being
+/// put together.
 pub(super) struct Incoming {
     receiver: Receiver,
     cluster_hash: u64,
+    key: Option<ClusterKey>,
+    replay: ReplayGuard,
     reassembly: Reassembly,
+    complaints: Complaints,
+}
+
+/// The sources whose rejected datagrams the log has named, so that a misconfigured peer
+/// sending thousands of datagrams gets one line, not thousands.
+#[derive(Default)]
+struct Complaints {
+    named: HashSet<(SocketAddr, &'static str)>,
+}
+
+impl Complaints {
+    /// Logs why datagrams from `source` are dropped, once per source and reason, for the
+    /// rejections an operator must act on (the counts are in the metrics either way).
+    fn on_rejected(&mut self, source: SocketAddr, error: wire::WireError) {
+        let advice = match error {
+            wire::WireError::OtherCluster => {
+                "they belong to another cluster: the cluster files differ in the protocol, its options or \
+                 the [[node]] list (names, roles, addresses, clients); every node must run the same ones"
+            }
+            wire::WireError::BadMac => {
+                "their authentication fails: the sender has another cluster key (key_file or ORDO_CLUSTER_KEY), \
+                 or someone without the key is sending"
+            }
+            wire::WireError::Unauthenticated => {
+                "they carry no MAC, but this cluster has a key: every node needs the same key_file or ORDO_CLUSTER_KEY"
+            }
+            wire::WireError::NoKey => {
+                "they carry a MAC, but this node has no cluster key: give it the same key_file or ORDO_CLUSTER_KEY"
+            }
+            _ => return,
+        };
+        if self.named.len() < COMPLAINTS_MAX && self.named.insert((source, wire_reason(error))) {
+            eprintln!("error: dropping datagrams from {source}: {advice}");
+        }
+    }
 }
 
 /// What one read of the socket did.
@@ -34,10 +76,13 @@ pub(super) struct Batch {
 }
 
 impl Incoming {
-    pub(super) fn new(cluster_hash: u64, datagram_max: usize) -> Self {
+    pub(super) fn new(cluster_hash: u64, key: Option<ClusterKey>, datagram_max: usize) -> Self {
         Incoming {
             receiver: Receiver::new(RECV_SLOTS),
             cluster_hash,
+            key,
+            replay: ReplayGuard::default(),
+            complaints: Complaints::default(),
             reassembly: Reassembly::new(
                 REASSEMBLY_ENTRIES_MAX,
                 wire::message_len_max(datagram_max),
@@ -83,6 +128,9 @@ impl Incoming {
             // borrows the fields it needs, not the whole of `self`.
             let mut decoding = Decoding {
                 cluster_hash: self.cluster_hash,
+                key: self.key.as_ref(),
+                replay: &mut self.replay,
+                complaints: &mut self.complaints,
                 routes,
                 reassembly: &mut self.reassembly,
                 transport: &mut *transport,
@@ -115,6 +163,9 @@ impl Incoming {
 /// What decoding a datagram touches.
 struct Decoding<'a, P: Protocol> {
     cluster_hash: u64,
+    key: Option<&'a ClusterKey>,
+    replay: &'a mut ReplayGuard,
+    complaints: &'a mut Complaints,
     routes: &'a Routes,
     reassembly: &'a mut Reassembly,
     transport: &'a mut Transport,
@@ -124,13 +175,21 @@ struct Decoding<'a, P: Protocol> {
 /// Checks a datagram and queues its messages for their nodes. Each frame is checked on its own:
 /// its sender must live at the datagram's source address, and its receiver here.
 fn on_datagram<P: Protocol>(decoding: &mut Decoding<'_, P>, datagram: &[u8], source: SocketAddr) {
-    let (header, frames) = match wire::decode(datagram, decoding.cluster_hash) {
-        Ok(decoded) => decoded,
-        Err(error) => {
-            *decoding.transport.dropped.entry(wire_reason(error)).or_default() += 1;
-            return;
-        }
-    };
+    let (Received { header, sequence, keyed }, frames) =
+        match wire::decode(datagram, decoding.cluster_hash, decoding.key) {
+            Ok(decoded) => decoded,
+            Err(error) => {
+                *decoding.transport.dropped.entry(wire_reason(error)).or_default() += 1;
+                decoding.complaints.on_rejected(source, error);
+                return;
+            }
+        };
+    // Only a keyed datagram is known to come from a holder of the key; without a key the
+    // fault shim's duplicates must reach the protocols, as the simulator's do.
+    if keyed && let Err(replay) = decoding.replay.accept(source, header.boot, sequence, monotonic_ns()) {
+        *decoding.transport.dropped.entry(replay.reason()).or_default() += 1;
+        return;
+    }
     for frame in frames {
         if decoding.routes.address(NodeId(frame.from)) != Some(source) {
             *decoding.transport.dropped.entry("unknown_sender").or_default() += 1;
@@ -166,6 +225,9 @@ fn wire_reason(error: wire::WireError) -> &'static str {
         wire::WireError::BadMagic => "bad_magic",
         wire::WireError::Version(_) => "bad_version",
         wire::WireError::Checksum => "bad_checksum",
+        wire::WireError::BadMac => "bad_mac",
+        wire::WireError::Unauthenticated => "unauthenticated",
+        wire::WireError::NoKey => "keyed_but_no_key_here",
         wire::WireError::OtherCluster => "other_cluster",
         wire::WireError::BadFrame => "bad_frame",
         wire::WireError::BadFragment => "bad_fragment",

@@ -7,7 +7,7 @@ use crate::clock::monotonic_ns;
 use crate::faults::Verdict;
 use crate::metrics::Transport;
 use crate::udp::{Sender, Sent};
-use crate::wire::{self, Header, Packer};
+use crate::wire::{self, Header, Packer, Sealer};
 use ordo_core::{NodeId, Protocol, Targets};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
@@ -26,6 +26,8 @@ type PackerKey = (SocketAddr, Option<(u32, u32)>);
 /// reused encoding buffer, the size limits, the `sendmmsg` sender and the delayed datagrams.
 pub(super) struct Outgoing {
     header: Header,
+    /// Numbers and tags (with a cluster key, authenticates) every datagram this process sends.
+    sealer: Sealer,
     packers: BTreeMap<PackerKey, Packer>,
     /// Per-link packing (see [`PackerKey`]).
     packing_per_link: bool,
@@ -40,9 +42,10 @@ pub(super) struct Outgoing {
 }
 
 impl Outgoing {
-    pub(super) fn new(header: Header, datagram_max: usize, packing_per_link: bool) -> Self {
+    pub(super) fn new(header: Header, sealer: Sealer, datagram_max: usize, packing_per_link: bool) -> Self {
         Outgoing {
             header,
+            sealer,
             packers: BTreeMap::new(),
             packing_per_link,
             sender: Sender::default(),
@@ -90,7 +93,7 @@ impl Outgoing {
             let (header, datagram_max) = (self.header, self.datagram_max);
             let link = self.packing_per_link.then_some((from.0, target.0));
             let packer = self.packers.entry((address, link)).or_insert_with(|| Packer::new(header, datagram_max));
-            packer.push(from.0, target.0, &self.encoded, self.next_message_number);
+            packer.push(&mut self.sealer, from.0, target.0, &self.encoded, self.next_message_number);
             self.next_message_number += 1;
         }
     }
@@ -100,7 +103,7 @@ impl Outgoing {
     pub(super) fn flush(&mut self, fd: RawFd, faults: &mut Faults, transport: &mut Transport) {
         let mut any = false;
         for packer in self.packers.values_mut() {
-            packer.finish();
+            packer.finish(&mut self.sealer);
             any |= !packer.is_empty();
         }
         if !any {
