@@ -154,6 +154,7 @@ fn up_args(args: &BenchArgs, protocol: &str, index: usize) -> UpArgs {
         port_base: args.port_base + index as u16 * 20,
         data_dir: None,
         wipe_data_dir: false,
+        no_key: false,
         protocol_options: args.protocol_options.clone(),
         no_fsync: args.no_fsync,
         status_every: 0,
@@ -175,7 +176,7 @@ fn start_cluster(args: &BenchArgs, protocol: &str, index: usize) -> Result<Local
         node.redis = None;
     }
     eprintln!("== {protocol}: {} replicas, workload {}", args.replicas, args.workload);
-    let mut cluster = LocalCluster::start(file).map_err(|error| {
+    let mut cluster = LocalCluster::start(file, !up.no_key).map_err(|error| {
         eprintln!("error: {error}");
         ExitCode::from(1)
     })?;

@@ -49,6 +49,11 @@ pub struct UpArgs {
     /// `<name>-n<id>.log`) from --data-dir before starting; nothing else there is touched.
     #[arg(long, requires = "data_dir")]
     pub wipe_data_dir: bool,
+    /// Run without a cluster key: datagrams are checksummed, not authenticated. Every node of
+    /// `cluster up` is on 127.0.0.1, so only local processes can reach them; this is for
+    /// measuring what authentication costs.
+    #[arg(long)]
+    pub no_key: bool,
     /// Protocol option key=value (repeatable), e.g. --set batch_max=16.
     #[arg(long = "set", value_parser = parse::protocol_option)]
     pub protocol_options: Vec<(String, toml::Value)>,
@@ -241,11 +246,13 @@ pub struct LocalCluster {
 }
 
 impl LocalCluster {
-    /// Writes the file and starts every node, replicas first and the gateway last. A file
-    /// without a key gets one ([`give_key`]), so every datagram is authenticated.
-    pub fn start(mut file: ClusterFile) -> Result<Self, String> {
+    /// Writes the file and starts every node, replicas first and the gateway last. When
+    /// `keyed`, a file without a key gets one ([`give_key`]), so every datagram is authenticated.
+    pub fn start(mut file: ClusterFile, keyed: bool) -> Result<Self, String> {
         std::fs::create_dir_all(&file.data_dir).map_err(|e| format!("{}: {e}", file.data_dir.display()))?;
-        give_key(&mut file)?;
+        if keyed {
+            give_key(&mut file)?;
+        }
         let path = file.data_dir.join("cluster.toml");
         std::fs::write(&path, file.to_toml()).map_err(|e| format!("{}: {e}", path.display()))?;
         let mut cluster = LocalCluster { file, path, children: Vec::new() };
@@ -506,7 +513,7 @@ pub fn run(command: ClusterCommand) -> ExitCode {
         libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
         libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
     }
-    let mut cluster = match LocalCluster::start(file) {
+    let mut cluster = match LocalCluster::start(file, !args.no_key) {
         Ok(cluster) => cluster,
         Err(error) => {
             eprintln!("error: {error}");
@@ -581,6 +588,7 @@ mod tests {
             port_base: 9000,
             data_dir: None,
             wipe_data_dir: false,
+            no_key: false,
             protocol_options,
             no_fsync: true,
             status_every: 0,

@@ -203,7 +203,10 @@ fn on_datagram<P: Protocol>(decoding: &mut Decoding<'_, P>, datagram: &[u8], sou
             Body::Whole(bytes) => postcard::from_bytes::<P::Message>(bytes),
             Body::Fragment { message, index, count, bytes } => {
                 let now = monotonic_ns();
-                match decoding.reassembly.add(now, frame.from, header.boot, message, index, count, bytes) {
+                let abandoned = decoding.reassembly.abandoned;
+                let whole = decoding.reassembly.add(now, frame.from, header.boot, message, index, count, bytes);
+                log_abandoned(abandoned, decoding.reassembly.abandoned, frame.from);
+                match whole {
                     Some(whole) => postcard::from_bytes::<P::Message>(&whole),
                     None => continue,
                 }
@@ -216,6 +219,18 @@ fn on_datagram<P: Protocol>(decoding: &mut Decoding<'_, P>, datagram: &[u8], sou
             }
             Err(_) => *decoding.transport.dropped.entry("undecodable_message").or_default() += 1,
         }
+    }
+}
+
+/// Logs when reassembly gave up on messages (a fragment lost, too slow, or the table full),
+/// at every power of two of the total: a lost large message stalls whoever waits for it.
+fn log_abandoned(before: u64, after: u64, from: u32) {
+    if (before + 1..=after).any(u64::is_power_of_two) {
+        eprintln!(
+            "error: gave up reassembling a fragmented message (the latest from node {from}): a fragment was lost, \
+             it took over {} s, or {REASSEMBLY_ENTRIES_MAX} were in progress ({after} given up so far)",
+            REASSEMBLY_EXPIRY_NS / 1_000_000_000
+        );
     }
 }
 

@@ -87,7 +87,18 @@ impl Outgoing {
                 encoded = true;
             }
             if self.encoded.len() > self.message_len_max {
-                *transport.dropped.entry("message_too_large").or_default() += 1;
+                let count = transport.dropped.entry("message_too_large").or_default();
+                *count += 1;
+                // Logged, not only counted: the protocol will retry it and stall. Every power of
+                // two, so a stall that repeats it does not flood the log.
+                if count.is_power_of_two() {
+                    eprintln!(
+                        "error: dropped a message of {} bytes from {from} to {target}: a message has at most {} \
+                         bytes ({count} dropped so far)",
+                        self.encoded.len(),
+                        self.message_len_max
+                    );
+                }
                 continue;
             }
             let (header, datagram_max) = (self.header, self.datagram_max);

@@ -39,8 +39,9 @@ pub struct Checkpoint {
     pub deadline_max: u64,
     /// `StateMachine::snapshot` bytes.
     pub state: Bytes,
-    /// The client table: per client, the last request number executed and its result.
-    pub clients: Vec<(ClientId, u64, CommandResult)>,
+    /// The client table: per client, the last request number executed, its result and the
+    /// position it executed at.
+    pub clients: Vec<super::clients::ClientRow>,
     /// The conflict table's write hashes of the positions folded in, per bucket: a replica
     /// that adopts this checkpoint starts its hashes from them, so its fast-replies match those
     /// of replicas that appended the same positions one by one.

@@ -69,6 +69,7 @@
 
 pub mod checker;
 pub mod client;
+pub mod clients;
 pub mod dom;
 pub mod hashes;
 pub mod leader_quorum;

@@ -2,6 +2,7 @@
 //! leader's append and execution (paper §4, §5.2–§5.4, §5.6). Sync handling is in `sync.rs`,
 //! view change in `view_change.rs`, rejoin and state transfer in `recovery.rs`.
 
+use super::clients::Clients;
 use super::checker::Observation;
 use super::dom::{EarlyBuffer, EstimatorOptions, OwdEstimator};
 use super::hashes::{ConflictTable, Footprint, WriteHashes};
@@ -105,7 +106,7 @@ pub struct Replica {
     pub(super) state_machine: Box<dyn StateMachine>,
     pub(super) new_state_machine: fn() -> Box<dyn StateMachine>,
     /// Per client: last request number executed and its result (at-most-once, §5.6).
-    pub(super) clients: BTreeMap<ClientId, (u64, CommandResult)>,
+    pub(super) clients: Clients,
     pub(super) conflicts: ConflictTable,
     /// The write hashes of the synced log alone (the conflict table also holds the unsynced
     /// entries). A follower's synced log is the leader's, so these give the hash of the
@@ -215,7 +216,7 @@ impl Replica {
             executed: 0,
             state_machine: (context.new_state_machine)(),
             new_state_machine: context.new_state_machine,
-            clients: BTreeMap::new(),
+            clients: Clients::new(config.client_table_max),
             synced_hashes: conflicts.write_hashes().clone(),
             cv_since: 1,
             conflicts,
@@ -394,7 +395,8 @@ impl Replica {
     /// Answers a request this replica already appended or executed, as §5.6 says: the previous
     /// reply again (sent to whoever sent this copy). True when the request was a duplicate.
     fn answer_duplicate(&mut self, from: NodeId, id: RequestId) -> bool {
-        let executed = self.clients.get(&id.client).filter(|(number, _)| *number >= id.number).cloned();
+        let executed =
+            self.clients.get(id.client).filter(|(number, _)| *number >= id.number).map(|(n, r)| (n, r.clone()));
         let synced = self.positions.get(&id).copied();
         let unsynced = self.unsynced.iter().find(|slot| slot.entry.id == id).map(|slot| slot.hash);
         if executed.is_none() && synced.is_none() && unsynced.is_none() {
@@ -520,7 +522,7 @@ impl Replica {
 
     /// Whether `id` holds a synced position here or the client table says it ran.
     pub(super) fn appended_or_executed(&self, id: RequestId) -> bool {
-        self.positions.contains_key(&id) || self.clients.get(&id.client).is_some_and(|(number, _)| *number >= id.number)
+        self.positions.contains_key(&id) || self.clients.get(id.client).is_some_and(|(number, _)| number >= id.number)
     }
 
     /// The leader appends entries, executes them, fast-replies with the results and announces
@@ -618,11 +620,11 @@ impl Replica {
         while self.executed < position {
             let slot = self.slot(self.executed + 1).expect("positions above the checkpoint are in memory");
             let (id, command) = (slot.entry.id, slot.entry.command.clone());
-            let result = match self.clients.get(&id.client) {
+            let result = match self.clients.get(id.client) {
                 // At-most-once: a request already executed (a retry with a new deadline that
                 // reached the log twice) is skipped everywhere alike.
-                Some((number, result)) if *number >= id.number => {
-                    if *number == id.number {
+                Some((number, result)) if number >= id.number => {
+                    if number == id.number {
                         result.clone()
                     } else {
                         CommandResult::Error("stale request".into())
@@ -630,7 +632,7 @@ impl Replica {
                 }
                 _ => {
                     let result = self.state_machine.apply(id, &command);
-                    self.remember_client(id, result.clone());
+                    self.clients.record(id.client, id.number, result.clone(), self.executed + 1);
                     self.stats.executed += 1;
                     result
                 }
@@ -641,13 +643,6 @@ impl Replica {
         last
     }
 
-    fn remember_client(&mut self, id: RequestId, result: CommandResult) {
-        self.clients.insert(id.client, (id.number, result));
-        if self.clients.len() > self.config.client_table_max {
-            // Deterministic eviction: every replica executes the same sequence.
-            self.clients.pop_first();
-        }
-    }
 
     /// Folds executed positions into a checkpoint once an interval's worth accumulated, so
     /// that the log does not grow without bound. A follower folds at once. The leader folds a
@@ -707,7 +702,7 @@ impl Replica {
             position: self.executed,
             deadline_max,
             state: Bytes::from(self.state_machine.snapshot()),
-            clients: self.clients.iter().map(|(client, (number, result))| (*client, *number, result.clone())).collect(),
+            clients: self.clients.rows(),
             hashes,
         })
     }
@@ -726,7 +721,7 @@ impl Replica {
         let mut machine = (self.new_state_machine)();
         machine.restore(&checkpoint.state).expect("a checkpoint taken by a replica restores");
         self.state_machine = machine;
-        self.clients = checkpoint.clients.iter().map(|(c, n, r)| (*c, (*n, r.clone()))).collect();
+        self.clients = Clients::from_rows(&checkpoint.clients, self.config.client_table_max);
         self.executed = checkpoint.position;
     }
 }
@@ -870,6 +865,7 @@ impl Node<Nezha> for Replica {
         assert!(self.late.len() <= self.config.late_buffer_max, "late-buffer within its limit");
         assert!(self.unsynced.len() <= self.config.unsynced_max, "unsynced entries within their limit");
         assert!(self.clients.len() <= self.config.client_table_max, "client table within its limit");
+        self.clients.check_invariants();
         assert!(self.pending_sync.len() as u64 <= PENDING_SYNC_MAX, "pending syncs within their limit");
         if self.status == Status::Normal {
             assert_eq!(self.last_normal_view, self.view, "a normal replica is normal in its view");

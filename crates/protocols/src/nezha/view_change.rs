@@ -35,7 +35,7 @@ pub fn merge(votes: &[(u64, &LogImage)], f: usize) -> (Arc<Checkpoint>, Vec<Entr
     let best = best.expect("the largest view has a vote");
     let mut log = best.synced.clone();
     let mut known: BTreeSet<_> = log.iter().map(|e| e.id).collect();
-    let executed: BTreeMap<ClientId, u64> = best.checkpoint.clients.iter().map(|(c, n, _)| (*c, *n)).collect();
+    let executed: BTreeMap<ClientId, u64> = best.checkpoint.clients.iter().map(|(c, n, ..)| (*c, *n)).collect();
     let mut tally: BTreeMap<(u64, ClientId, u64), (usize, &Entry)> = BTreeMap::new();
     for image in &qualified {
         let mut seen = BTreeSet::new();
