@@ -14,6 +14,7 @@
 //!   free client nodes; an operation that runs past the timeout is answered as unknown and
 //!   abandoned at its client node (`Node::on_abandon`), which stops retrying it.
 
+mod bulk;
 mod faults;
 mod incoming;
 mod outgoing;
@@ -167,6 +168,8 @@ pub struct Host<P: Protocol> {
     timers: Timers<P>,
     outgoing: Outgoing,
     incoming: Incoming,
+    /// Large messages received over TCP ([`bulk`]); none under network faults.
+    bulk_inbox: Option<mpsc::Receiver<bulk::Received>>,
     faults: Faults,
     requests: Requests,
     transport: Transport,
@@ -250,6 +253,14 @@ impl<P: Protocol> Host<P> {
         let datagram_max = cluster.runtime.datagram_max.clamp(1_024, wire::DATAGRAM_MAX);
         let start_ns = monotonic_ns();
         let shim = FaultShim::new(&cluster.faults, &topology, cluster.runtime.seed ^ (entry as u64) << 17)?;
+        let bulk_inbox = if shim.has_network_faults() {
+            None
+        } else {
+            let listener = tokio::net::TcpListener::bind(me.addr)
+                .await
+                .map_err(io(format!("bind TCP {} (large messages)", me.addr)))?;
+            Some(bulk::listen(listener))
+        };
         let cluster_hash = cluster.cluster_hash();
         let key = cluster.cluster_key()?;
         // The wire's boot is the start time, so a restarted process's datagrams supersede its
@@ -272,6 +283,7 @@ impl<P: Protocol> Host<P> {
             timers: Timers::new(),
             outgoing: Outgoing::new(header, Sealer::new(key.clone()), datagram_max, shim.has_network_faults()),
             incoming: Incoming::new(cluster_hash, key, datagram_max),
+            bulk_inbox,
             faults: Faults::new(shim, start_ns),
             transport: Transport::default(),
             publisher: Publisher::new(metrics),
@@ -291,6 +303,7 @@ impl<P: Protocol> Host<P> {
     pub async fn run(mut self, mut requests: Option<mpsc::Receiver<Request>>) -> Result<(), HostError> {
         let mut timer = PreciseTimer::new().map_err(io("timerfd"))?;
         let mut requests_open = requests.is_some();
+        let mut bulk = self.bulk_inbox.take();
         loop {
             let now = monotonic_ns();
             let wake = self.next_wake(now);
@@ -302,6 +315,15 @@ impl<P: Protocol> Host<P> {
                     self.receive();
                 }
                 fired = timer.wait() => fired.map_err(io("timer"))?,
+                received = async { bulk.as_mut().expect("listening").recv().await }, if bulk.is_some() && !paused => {
+                    match received {
+                        Some((peer, sealed)) => {
+                            self.incoming.on_bulk(&sealed, peer, &self.routes, &mut self.inbox, &mut self.transport);
+                            self.drain_inbox();
+                        }
+                        None => bulk = None,
+                    }
+                }
                 request = async { requests.as_mut().expect("open").recv().await }, if requests_open => {
                     match request {
                         Some(request) => {

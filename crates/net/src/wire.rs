@@ -206,6 +206,31 @@ pub(crate) fn seal(buffer: &mut Vec<u8>, start: usize, sealer: &mut Sealer) {
     sealer.seal(&mut buffer[start..]);
 }
 
+/// One message from node `from` to node `to`, sealed alone in the datagram format (a header, one
+/// whole frame, the tag), of any size up to `u32::MAX` bytes: what the TCP path of large
+/// messages carries, so it is checked exactly as a datagram is.
+pub fn seal_one(header: &Header, sealer: &mut Sealer, from: u32, to: u32, encoded: &[u8]) -> Vec<u8> {
+    let len = u32::try_from(encoded.len()).expect("the host bounds a large message below 4 GiB");
+    let mut bytes = Vec::with_capacity(HEADER_LEN + WHOLE_FRAME_LEN + encoded.len() + TAG_LEN);
+    put_header(&mut bytes, header);
+    bytes.push(0);
+    bytes.extend_from_slice(&from.to_le_bytes());
+    bytes.extend_from_slice(&to.to_le_bytes());
+    bytes.extend_from_slice(&len.to_le_bytes());
+    bytes.extend_from_slice(encoded);
+    seal(&mut bytes, 0, sealer);
+    bytes
+}
+
+/// The sending node the first frame of `datagram` names, read without any check: only to
+/// choose which member's address to check the datagram against ([`decode`] then checks it all).
+pub fn first_sender(datagram: &[u8]) -> Option<u32> {
+    match datagram.get(HEADER_LEN)? {
+        0 | 1 => read_u32(datagram, HEADER_LEN + 1),
+        _ => None,
+    }
+}
+
 /// Packs encoded messages for one destination process into datagrams of at most `datagram_max`
 /// bytes. Messages too large for one datagram are fragmented; `message_number` names them.
 ///

@@ -149,6 +149,36 @@ impl Incoming {
         }
     }
 
+    /// Checks a large message that came over TCP ([`super::bulk`]) and queues it on `inbox`.
+    /// The connection's port is ephemeral, so the message is checked against the address of
+    /// the member it names, which must be on the connecting host.
+    pub(super) fn on_bulk<P: Protocol>(
+        &mut self,
+        sealed: &[u8],
+        peer: SocketAddr,
+        routes: &Routes,
+        inbox: &mut Inbox<P>,
+        transport: &mut Transport,
+    ) {
+        transport.bytes_received += sealed.len() as u64;
+        let member = wire::first_sender(sealed).and_then(|from| routes.address(NodeId(from)));
+        let Some(source) = member.filter(|address| address.ip() == peer.ip()) else {
+            *transport.dropped.entry("unknown_sender").or_default() += 1;
+            return;
+        };
+        let mut decoding = Decoding {
+            cluster_hash: self.cluster_hash,
+            key: self.key.as_ref(),
+            replay: &mut self.replay,
+            complaints: &mut self.complaints,
+            routes,
+            reassembly: &mut self.reassembly,
+            transport,
+            inbox,
+        };
+        on_datagram(&mut decoding, sealed, source);
+    }
+
     /// Fragmented messages being reassembled.
     pub(super) fn reassembly_partial(&self) -> usize {
         self.reassembly.len()

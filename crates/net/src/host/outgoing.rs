@@ -1,6 +1,7 @@
 //! Outgoing messages: local deliveries, packing into datagrams (per destination process, or per
 //! link under network faults), the flush through the fault shim, and datagrams it delays.
 
+use super::bulk::{self, BulkSender};
 use super::faults::Faults;
 use super::{Inbox, Input, Routes};
 use crate::clock::monotonic_ns;
@@ -29,6 +30,9 @@ pub(super) struct Outgoing {
     /// Numbers and tags (with a cluster key, authenticates) every datagram this process sends.
     sealer: Sealer,
     packers: BTreeMap<PackerKey, Packer>,
+    /// The TCP path of large messages; none under network faults, whose shim sees datagrams
+    /// only (large messages are then fragmented, as every message was before).
+    bulk: Option<BulkSender>,
     /// Per-link packing (see [`PackerKey`]).
     packing_per_link: bool,
     sender: Sender,
@@ -47,11 +51,16 @@ impl Outgoing {
             header,
             sealer,
             packers: BTreeMap::new(),
+            bulk: (!packing_per_link).then(BulkSender::default),
             packing_per_link,
             sender: Sender::default(),
             encoded: Vec::new(),
             datagram_max,
-            message_len_max: wire::message_len_max(datagram_max),
+            message_len_max: if packing_per_link {
+                wire::message_len_max(datagram_max)
+            } else {
+                bulk::BULK_MAX_BYTES - wire::HEADER_LEN - wire::TAG_LEN - 16
+            },
             next_message_number: 0,
             delayed: BinaryHeap::new(),
         }
@@ -98,6 +107,13 @@ impl Outgoing {
                         self.encoded.len(),
                         self.message_len_max
                     );
+                }
+                continue;
+            }
+            if let Some(bulk) = self.bulk.as_mut().filter(|_| self.encoded.len() >= bulk::BULK_MIN_BYTES) {
+                let sealed = wire::seal_one(&self.header, &mut self.sealer, from.0, target.0, &self.encoded);
+                if !bulk.send(address, sealed) {
+                    *transport.dropped.entry("bulk_queue_full").or_default() += 1;
                 }
                 continue;
             }

@@ -169,3 +169,20 @@ proptest! {
         prop_assert_eq!(unpack(&datagrams(&packer), key.as_ref()), messages);
     }
 }
+
+#[test]
+fn a_message_sealed_alone_decodes_as_a_datagram() {
+    // Goal: the TCP path's format is the datagram format: one whole frame of any size, its
+    // sender readable before the checks, and checked like any datagram.
+    let key = ClusterKey::derive(b"secret of sixteen bytes");
+    let mut sealer = Sealer::new(Some(key.clone()));
+    let big = vec![7u8; 3 * DATAGRAM_MAX];
+    let sealed = seal_one(&header(), &mut sealer, 4, 2, &big);
+    assert_eq!(first_sender(&sealed), Some(4));
+    let (received, frames) = decode(&sealed, 7, Some(&key)).expect("valid");
+    assert_eq!(received.sequence, 0);
+    let frames: Vec<Frame<'_>> = frames.collect();
+    assert_eq!(frames, vec![Frame { from: 4, to: 2, body: Body::Whole(&big) }]);
+    assert_eq!(decode(&sealed, 7, None).unwrap_err(), WireError::NoKey);
+    assert_eq!(first_sender(&sealed[..HEADER_LEN]), None);
+}

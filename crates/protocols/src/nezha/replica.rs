@@ -2,8 +2,8 @@
 //! leader's append and execution (paper §4, §5.2–§5.4, §5.6). Sync handling is in `sync.rs`,
 //! view change in `view_change.rs`, rejoin and state transfer in `recovery.rs`.
 
-use super::clients::Clients;
 use super::checker::Observation;
+use super::clients::Clients;
 use super::dom::{EarlyBuffer, EstimatorOptions, OwdEstimator};
 use super::hashes::{ConflictTable, Footprint, WriteHashes};
 use super::leader_quorum::LeaderQuorums;
@@ -156,6 +156,10 @@ pub struct Replica {
     pub(super) quiet_ticks: u64,
     /// Ticks of quiet before a view change (randomised).
     pub(super) timeout_ticks: u64,
+    /// View changes in a row that timed out into the next view: each doubles the next one's
+    /// timeout and resend period (up to `view_change::STALLED_VIEWS_MAX` doublings), so that a view change
+    /// whose messages carry a large state has time to finish instead of being restarted forever.
+    pub(super) stalled_views: u32,
     /// New leader: view-change votes of the current view, by rank.
     pub(super) votes: BTreeMap<usize, Vote>,
     pub(super) rejoin: Option<Rejoin>,
@@ -238,6 +242,7 @@ impl Replica {
             ack_sent: 0,
             quiet_ticks: 0,
             timeout_ticks: 0,
+            stalled_views: 0,
             votes: BTreeMap::new(),
             rejoin: None,
             rng: ChaCha8Rng::seed_from_u64(context.seed),
@@ -284,9 +289,10 @@ impl Replica {
         self.checkpoint.position + self.synced.len() as u64
     }
 
-    /// Draws a new leader-failure timeout, ±50% around the configured one.
+    /// Draws a new leader-failure timeout, ±50% around the configured one, doubled for each
+    /// stalled view change in a row.
     pub(super) fn reset_timeout(&mut self) {
-        let base = (self.config.view_change_timeout_ns / self.config.heartbeat_ns).max(2);
+        let base = (self.config.view_change_timeout_ns / self.config.heartbeat_ns).max(2) << self.stalled_views;
         self.timeout_ticks = self.rng.random_range(base / 2..=base + base / 2).max(2);
         self.quiet_ticks = 0;
     }
@@ -642,7 +648,6 @@ impl Replica {
         }
         last
     }
-
 
     /// Folds executed positions into a checkpoint once an interval's worth accumulated, so
     /// that the log does not grow without bound. A follower folds at once. The leader folds a

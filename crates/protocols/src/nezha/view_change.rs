@@ -20,6 +20,10 @@ use std::sync::Arc;
 
 /// Resend view-change messages every this many ticks while the view change lasts.
 const RESEND_TICKS: u64 = 5;
+/// Most doublings of the view-change timeout after view changes that stalled (32 times the
+/// configured timeout: 3.2 s with the real runtime's 100 ms, enough to move a state of
+/// hundreds of megabytes between processes).
+pub(super) const STALLED_VIEWS_MAX: u32 = 5;
 
 /// MERGE-LOG (Alg. 2): among the votes of the largest last normal view, copy the longest synced
 /// prefix, then add every later entry found in at least ⌈f/2⌉ + 1 of those logs, sorted by
@@ -100,8 +104,9 @@ impl Replica {
     pub(super) fn view_change_tick(&mut self, out: &mut Outbox<Nezha>) {
         self.quiet_ticks += 1;
         if self.quiet_ticks >= 2 * self.timeout_ticks {
+            self.stalled_views = (self.stalled_views + 1).min(STALLED_VIEWS_MAX);
             self.start_view_change(self.view + 1, out);
-        } else if self.quiet_ticks.is_multiple_of(RESEND_TICKS) {
+        } else if self.quiet_ticks.is_multiple_of(RESEND_TICKS << self.stalled_views) {
             self.send_view_change(out);
         }
     }
@@ -309,6 +314,7 @@ impl Replica {
         self.view = view;
         self.last_normal_view = view;
         self.status = Status::Normal;
+        self.stalled_views = 0;
         self.commit = commit;
         self.report_committed(self.checkpoint.position, commit, out);
         self.acked = vec![0; self.replicas.len()];

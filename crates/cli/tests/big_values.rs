@@ -1,0 +1,65 @@
+//! Real-process test of large values: SETs and GETs of 1 MiB and 4 MiB values through every
+//! protocol's cluster, then a small request, which must be served normally. Messages of a
+//! megabyte or more travel over the TCP path of large messages (`host/bulk.rs`); before it, a
+//! 4 MiB value sent as 128 fragments to each replica overran the socket buffers, was lost at
+//! every retry, and stalled the cluster.
+//!
+//! Mencius is left out (`mencius_serves_large_values`, ignored): its 4 MiB SET times out.
+
+mod common;
+
+use common::Cluster;
+use std::time::{Duration, Instant};
+
+/// The first port of this binary's range.
+const FIRST_PORT: u16 = 37_000;
+
+fn protocols() -> Vec<String> {
+    let only = std::env::var("ORDO_RUNTIME_PROTOCOLS").ok();
+    let wanted = |name: &str| only.as_deref().is_none_or(|list| list.split(',').any(|p| p.trim() == name));
+    ordo_protocols::protocols()
+        .into_iter()
+        .filter(|p| !p.canary && p.name != "mencius" && wanted(p.name))
+        .map(|p| p.name.to_string())
+        .collect()
+}
+
+/// SETs and GETs `count` values of each size, checks every one, then a small SET; returns the
+/// slowest SET+GET pair.
+fn serve_large_values(protocol: &str) -> Duration {
+    let replicas = if protocol == "unreplicated" { 1 } else { 3 };
+    let cluster = Cluster::start(protocol, replicas, 4, FIRST_PORT);
+    let mut redis = cluster.redis();
+    let mut slowest = Duration::ZERO;
+    for (size, count) in [(1usize << 20, 3), (4 << 20, 2)] {
+        for index in 0..count {
+            let key = format!("big-{size}-{index}");
+            let value: Vec<u8> = (0..size).map(|i| (i % 251) as u8).collect();
+            let started = Instant::now();
+            let () = redis::cmd("SET").arg(&key).arg(&value).query(&mut redis).unwrap_or_else(|e| {
+                panic!("{protocol}: SET of {size} bytes: {e}");
+            });
+            let read: Vec<u8> = redis::cmd("GET").arg(&key).query(&mut redis).expect("GET");
+            slowest = slowest.max(started.elapsed());
+            assert!(read == value, "{protocol}: the {size}-byte value reads back whole");
+        }
+    }
+    let () = redis::cmd("SET").arg("small").arg("1").query(&mut redis).expect("a small SET after");
+    slowest
+}
+
+#[test]
+fn large_values_reach_every_protocol() {
+    // Goal: values of megabytes go through every protocol (but Mencius) and the cluster still
+    // serves small requests afterwards. Timing is printed, not asserted (a shared machine).
+    for protocol in protocols() {
+        let slowest = serve_large_values(&protocol);
+        eprintln!("{protocol}: slowest SET+GET of a large value {slowest:?}");
+    }
+}
+
+#[test]
+#[ignore = "Mencius: a 4 MiB SET times out (not yet understood; issue 20)"]
+fn mencius_serves_large_values() {
+    serve_large_values("mencius");
+}
