@@ -110,6 +110,19 @@ pub struct Metrics {
     pub latency_us: [(f64, u64); 4],
     /// Gateway: operations in the latency histogram.
     pub latency_count: u64,
+    /// Gateway: what happened to Redis connections (the gateway counts these itself).
+    pub gateway: GatewayConnections,
+}
+
+/// A gateway's connection counters.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct GatewayConnections {
+    /// `accept` calls that failed (EMFILE and the like), each followed by a pause.
+    pub accept_errors: u64,
+    /// Idle connections closed to admit a new one at the connection cap.
+    pub evicted: u64,
+    /// Connections refused at the cap because none was idle.
+    pub refused: u64,
 }
 
 fn label(text: &str) -> String {
@@ -211,6 +224,9 @@ impl Metrics {
             ("gateway_timed_out_total", "Operations answered as unknown.", t.operations_timed_out as f64),
             ("gateway_rejected_total", "Requests refused (queue full).", t.requests_rejected as f64),
             ("reassembly_partial", "Fragmented messages being reassembled.", t.reassembly_partial as f64),
+            ("gateway_accept_errors_total", "Failed accepts of Redis connections.", self.gateway.accept_errors as f64),
+            ("gateway_evicted_total", "Idle Redis connections closed to admit new ones.", self.gateway.evicted as f64),
+            ("gateway_refused_total", "Redis connections refused at the cap.", self.gateway.refused as f64),
         ] {
             let kind = if name.ends_with("_total") { "counter" } else { "gauge" };
             exposition.family(name, help, kind, vec![(String::new(), value)]);

@@ -6,7 +6,7 @@ use tokio::task::yield_now;
 /// Plans `text` (RESP inline commands) on a fresh connection.
 fn planned(text: &str) -> (Vec<Pending>, bool) {
     let (gateway, id) = connected();
-    let mut input = BytesMut::from(text.as_bytes());
+    let mut input = Input::from(text.as_bytes());
     let mut pending = Vec::new();
     let close = plan_input(&mut input, &gateway, id, &mut pending);
     (pending, close)
@@ -31,7 +31,7 @@ fn a_command_is_submitted_only_after_the_previous_one_completed() {
     let (mut pending, close) = planned("SET k 1\r\nGET k\r\nPING\r\nINCR n\r\n");
     assert!(!close);
     let (requests, mut host) = mpsc::channel(8);
-    let (mut output, mut written) = (Vec::new(), Vec::new());
+    let (mut output, mut written) = (Output::default(), Vec::new());
     let results = [CommandResult::Ok, CommandResult::Value("1".into()), CommandResult::Integer(1)];
     let host = async {
         let mut seen = Vec::new();
@@ -62,7 +62,7 @@ fn a_timeout_closes_the_connection_before_later_commands_run() {
     // TIMEOUT; no second command may reach it, and the connection is to be closed.
     let (mut pending, _) = planned("SET k 1\r\nGET k\r\n");
     let (requests, mut host) = mpsc::channel(8);
-    let (mut output, mut written) = (Vec::new(), Vec::new());
+    let (mut output, mut written) = (Output::default(), Vec::new());
     let host = async {
         let request: Request = host.recv().await.expect("a request");
         request.reply.send(Outcome::Timeout).expect("the gateway waits");
@@ -88,7 +88,7 @@ fn a_busy_host_refuses_one_command_and_the_next_still_runs() {
     let (requests, _host) = mpsc::channel(1);
     let (filler, _) = oneshot::channel();
     requests.try_send(Request { command: Command::get("x"), reply: filler }).expect("one slot");
-    let (mut output, mut written) = (Vec::new(), Vec::new());
+    let (mut output, mut written) = (Output::default(), Vec::new());
     let unknown =
         run(answer(&mut pending, &requests, &RefCell::default(), &mut Watched::default(), &mut output, &mut written))
             .expect("written");
@@ -98,18 +98,19 @@ fn a_busy_host_refuses_one_command_and_the_next_still_runs() {
 
 #[test]
 fn planning_stops_at_the_pipeline_limit() {
-    // Goal: one connection holds at most PIPELINE_MAX planned requests; the rest stay unparsed
-    // in its input until those are answered.
+    // Goal: one connection holds at most `pipeline_depth_max` planned requests; the rest stay
+    // unparsed in its input until those are answered.
     let (gateway, id) = connected();
-    let mut input = BytesMut::from("PING\r\n".repeat(PIPELINE_MAX + 5).as_bytes());
+    let depth = gateway.facts.pipeline_depth_max;
+    let mut input = Input::from("PING\r\n".repeat(depth + 5).as_bytes());
     let mut pending = Vec::new();
     assert!(!plan_input(&mut input, &gateway, id, &mut pending));
-    assert_eq!(pending.len(), PIPELINE_MAX);
-    assert_eq!(input.len(), 5 * "PING\r\n".len());
+    assert_eq!(pending.len(), depth);
+    assert_eq!(input.bytes.len(), 5 * "PING\r\n".len());
     pending.clear();
     assert!(!plan_input(&mut input, &gateway, id, &mut pending));
     assert_eq!(pending.len(), 5);
-    assert!(input.is_empty());
+    assert!(input.bytes.is_empty());
 }
 
 #[test]
@@ -150,7 +151,7 @@ fn quit_and_malformed_input_end_planning() {
 fn answered(text: &str, results: Vec<CommandResult>) -> (Vec<Command>, String) {
     let (mut pending, _) = planned(text);
     let (requests, mut host) = mpsc::channel(8);
-    let (mut output, mut written) = (Vec::new(), Vec::new());
+    let (mut output, mut written) = (Output::default(), Vec::new());
     let mut watched = Watched::default();
     let host = async {
         let mut seen = Vec::new();
