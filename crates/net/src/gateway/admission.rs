@@ -53,15 +53,13 @@ impl Idle {
         self.waiting.remove(&id);
     }
 
-    /// Tells the connection idle the longest to close; false when none is idle.
-    pub fn evict_idlest(&mut self) -> bool {
-        let Some(id) = self.waiting.iter().min_by_key(|(id, (since, _))| (*since, **id)).map(|(id, _)| *id) else {
-            return false;
-        };
+    /// Tells the connection idle the longest to close; its id, or None when none is idle.
+    pub fn evict_idlest(&mut self) -> Option<u64> {
+        let id = self.waiting.iter().min_by_key(|(id, (since, _))| (*since, **id)).map(|(id, _)| *id)?;
         let (_, notify) = self.waiting.remove(&id).expect("just found");
         // A permit is kept if the connection is not polling yet, so it still closes.
         notify.notify_one();
-        true
+        Some(id)
     }
 
     /// Connections waiting.
@@ -127,7 +125,7 @@ pub async fn serve(
         pause = ACCEPT_PAUSE_MIN;
         let _ = stream.set_nodelay(true);
         if gateway.clients.borrow().len() >= gateway.facts.connections_max {
-            if !gateway.idle.borrow_mut().evict_idlest() {
+            if gateway.idle.borrow_mut().evict_idlest().is_none() {
                 metrics.lock().expect("metrics lock").gateway.refused += 1;
                 let _ = stream.write_all(b"-ERR max number of clients reached\r\n").await;
                 continue;
