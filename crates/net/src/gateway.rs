@@ -124,9 +124,13 @@ impl Gateway {
         }
     }
 
-    /// Registers a connection; returns its id.
+    /// Registers a connection; returns its id. It counts as idle from now (it waits for its
+    /// first request), so it can make room for the next one even before its task first runs.
     pub fn open(&self, peer: SocketAddr, local: SocketAddr, fd: i32) -> u64 {
-        self.clients.borrow_mut().open(peer, local, fd, Instant::now())
+        let now = Instant::now();
+        let id = self.clients.borrow_mut().open(peer, local, fd, now);
+        self.idle.borrow_mut().enter(id, now);
+        id
     }
 
     /// Forgets a closed connection.

@@ -37,28 +37,36 @@ const ACCEPT_PAUSE_MAX: Duration = Duration::from_secs(1);
 #[derive(Debug, Default)]
 pub struct Idle {
     waiting: BTreeMap<u64, (Instant, Rc<Notify>)>,
+    /// Connections told to close that have not yet seen it (their task had not run).
+    evicted: std::collections::BTreeSet<u64>,
 }
 
 impl Idle {
-    /// Records that connection `id` waits for a request from `now`; returns what wakes it to
-    /// close.
+    /// Records that connection `id` waits for a request from `now` (unless it already did:
+    /// it keeps its earlier time); returns what wakes it to close.
     pub fn enter(&mut self, id: u64, now: Instant) -> Rc<Notify> {
-        let notify = Rc::new(Notify::new());
-        self.waiting.insert(id, (now, notify.clone()));
-        notify
+        if self.evicted.contains(&id) {
+            let closing = Rc::new(Notify::new());
+            closing.notify_one();
+            return closing;
+        }
+        self.waiting.entry(id).or_insert_with(|| (now, Rc::new(Notify::new()))).1.clone()
     }
 
     /// Connection `id` is no longer waiting (it read something, or closed).
     pub fn leave(&mut self, id: u64) {
         self.waiting.remove(&id);
+        self.evicted.remove(&id);
     }
 
     /// Tells the connection idle the longest to close; its id, or None when none is idle.
     pub fn evict_idlest(&mut self) -> Option<u64> {
         let id = self.waiting.iter().min_by_key(|(id, (since, _))| (*since, **id)).map(|(id, _)| *id)?;
         let (_, notify) = self.waiting.remove(&id).expect("just found");
-        // A permit is kept if the connection is not polling yet, so it still closes.
+        // A permit is kept if the connection is not polling yet, and `enter` hands out another
+        // to a connection whose task had not run yet, so it closes either way.
         notify.notify_one();
+        self.evicted.insert(id);
         Some(id)
     }
 
