@@ -97,7 +97,10 @@ fn descriptor_room() -> u64 {
             }
         }
     }
-    (limit.rlim_cur as u64).saturating_sub(DESCRIPTORS_RESERVED).max(1)
+    // `rlim_t` is u64 on Linux but not on every target.
+    #[allow(clippy::unnecessary_cast)]
+    let files = limit.rlim_cur as u64;
+    files.saturating_sub(DESCRIPTORS_RESERVED).max(1)
 }
 
 /// Serves Redis connections on `address`, sending commands to the host through `requests` and

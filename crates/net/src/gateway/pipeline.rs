@@ -41,7 +41,7 @@ pub(crate) struct Output {
     pub(crate) bytes: Vec<u8>,
     /// The replies are written once this many bytes wait.
     budget: usize,
-    /// A write that makes no progress for this long closes the connection (zero: never).
+    /// A write not finished within this long closes the connection (zero: never).
     timeout: std::time::Duration,
 }
 
@@ -55,8 +55,9 @@ impl Output {
         }
     }
 
-    /// Writes the waiting replies to `writer`. A client that has taken none of them within the
-    /// idle timeout is gone or stuck: the connection fails with `TimedOut` and is closed.
+    /// Writes the waiting replies to `writer`. A client that has not taken them within the idle
+    /// timeout (at most `budget` bytes and one reply) is gone or stuck: the connection fails
+    /// with `TimedOut` and is closed.
     async fn write<W: AsyncWrite + Unpin>(&mut self, writer: &mut W) -> std::io::Result<()> {
         let result = within(self.timeout, writer.write_all(&self.bytes)).await;
         self.bytes.clear();
