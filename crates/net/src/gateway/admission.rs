@@ -90,8 +90,10 @@ fn descriptor_room() -> u64 {
         if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
             return u64::MAX;
         }
-        if limit.rlim_cur < limit.rlim_max {
-            let raised = libc::rlimit { rlim_cur: limit.rlim_max, rlim_max: limit.rlim_max };
+        // An unlimited hard limit cannot be the soft one: the kernel caps it at `nr_open`.
+        let ceiling = if limit.rlim_max == libc::RLIM_INFINITY { nr_open() } else { limit.rlim_max };
+        if limit.rlim_cur < ceiling {
+            let raised = libc::rlimit { rlim_cur: ceiling, rlim_max: limit.rlim_max };
             if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
                 limit = raised;
             }
@@ -101,6 +103,11 @@ fn descriptor_room() -> u64 {
     #[allow(clippy::unnecessary_cast)]
     let files = limit.rlim_cur as u64;
     files.saturating_sub(DESCRIPTORS_RESERVED).max(1)
+}
+
+/// The kernel's most open files per process (Linux' `fs.nr_open`; its default when unreadable).
+fn nr_open() -> libc::rlim_t {
+    std::fs::read_to_string("/proc/sys/fs/nr_open").ok().and_then(|text| text.trim().parse().ok()).unwrap_or(1 << 20)
 }
 
 /// Serves Redis connections on `address`, sending commands to the host through `requests` and
