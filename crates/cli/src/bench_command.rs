@@ -159,6 +159,7 @@ fn up_args(args: &BenchArgs, protocol: &str, index: usize) -> UpArgs {
         no_fsync: args.no_fsync,
         status_every: 0,
         colocate: args.colocate.clone(),
+        requirepass: None,
     }
 }
 

@@ -69,6 +69,10 @@ pub struct UpArgs {
     /// processes. `none` gives every node its own process.
     #[arg(long, value_delimiter = ',', default_value = "proxy")]
     pub colocate: Vec<String>,
+    /// Password Redis clients must give with AUTH before other commands (Redis' `requirepass`);
+    /// written to the cluster file as `requirepass`.
+    #[arg(long)]
+    pub requirepass: Option<String>,
 }
 
 /// A duration, or 0 for "never".
@@ -106,6 +110,7 @@ impl ProtocolVisitor for BuildFile<'_> {
             self.1,
         );
         file.runtime.fsync = !args.no_fsync;
+        file.requirepass = args.requirepass.clone().map(ordo_net::config::Password);
         colocate(&mut file, &args.colocate)?;
         file.placement::<P>(&config).map_err(|e| e.to_string())?;
         Ok(file)
@@ -593,7 +598,18 @@ mod tests {
             no_fsync: true,
             status_every: 0,
             colocate: vec!["proxy".into()],
+            requirepass: None,
         }
+    }
+
+    #[test]
+    fn requirepass_reaches_the_cluster_file() {
+        // Goal: `--requirepass` becomes the file's `requirepass`, and without it there is none.
+        let mut args = up_args("multipaxos", vec![]);
+        assert_eq!(cluster_file(&args, "/tmp/unused".into()).expect("file").requirepass, None);
+        args.requirepass = Some("pw".into());
+        let file = cluster_file(&args, "/tmp/unused".into()).expect("file");
+        assert_eq!(file.requirepass, Some(ordo_net::config::Password("pw".into())));
     }
 
     #[test]

@@ -228,7 +228,12 @@ fn redis_clients_speak_resp3() {
     };
     assert_eq!(query(&mut redis, &["HGETALL", "h"]), map(&[("f", "1")]));
     assert_eq!(query(&mut redis, &["HGETALL", "none"]), map(&[]));
-    assert_eq!(query(&mut redis, &["CONFIG", "GET", "maxclients"]), map(&[("maxclients", "1024")]));
+    // The default cap (10,000), unless the gateway's open-files limit leaves room for fewer.
+    let mut files = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit writes only the struct passed by reference.
+    assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut files) }, 0);
+    let maxclients = 10_000.min(files.rlim_max.saturating_sub(128)).to_string();
+    assert_eq!(query(&mut redis, &["CONFIG", "GET", "maxclients"]), map(&[("maxclients", &maxclients)]));
     let error =
         redis::cmd("CONFIG").arg("SET").arg("maxmemory").arg("1").query::<Value>(&mut redis).expect_err("refused");
     assert!(error.to_string().contains("Unknown option"), "{error}");

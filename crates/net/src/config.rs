@@ -145,8 +145,22 @@ pub struct RuntimeOptions {
     pub op_timeout_ns: u64,
     /// Most requests a gateway queues while all its client nodes are busy.
     pub gateway_queue_max: usize,
-    /// Most Redis connections a gateway serves at once.
+    /// Most Redis connections a gateway serves at once (Redis' `maxclients`). At the cap, the
+    /// connection idle the longest is closed to admit a new one; only when none is idle is the
+    /// new one refused. The gateway also lowers it to what its file-descriptor limit allows.
     pub connections_max: usize,
+    /// A Redis connection waiting for a request, or for the client to take its replies, is
+    /// closed after this long (Redis' `timeout`; 0: never). Redis defaults to never; ordo does not,
+    /// because a connection left open by a crashed or leaking client would otherwise hold its
+    /// slot and descriptor until the gateway restarts.
+    pub idle_timeout_ns: u64,
+    /// Most requests of one Redis connection read and not yet answered; the connection is not
+    /// read again until they are (backpressure, not an error).
+    pub pipeline_depth_max: usize,
+    /// Most reply bytes the gateway holds for one Redis connection before it stops answering and
+    /// reading to write them out; a client that does not read its replies is then held back by
+    /// TCP flow control (backpressure, not an error).
+    pub reply_bytes_max: usize,
     /// Seed of the node's random generator (and of the fault shim).
     pub seed: u64,
 }
@@ -158,9 +172,24 @@ impl Default for RuntimeOptions {
             fsync: true,
             op_timeout_ns: 10_000_000_000,
             gateway_queue_max: 100_000,
-            connections_max: 1_024,
+            connections_max: 10_000,
+            idle_timeout_ns: 300_000_000_000,
+            pipeline_depth_max: 1_024,
+            reply_bytes_max: 64 * 1024,
             seed: 1,
         }
+    }
+}
+
+/// A password from the cluster file. Its `Debug` does not show it, so a logged configuration
+/// does not leak it.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Password(pub String);
+
+impl std::fmt::Debug for Password {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str("Password(..)")
     }
 }
 
@@ -188,6 +217,10 @@ pub struct ClusterFile {
     /// Faults injected by the transport's shim; times count from each process's start.
     #[serde(default)]
     pub faults: FaultPlan,
+    /// The password Redis clients must give with AUTH (or HELLO's AUTH option) before any other
+    /// command (Redis' `requirepass`); none: no password, as in Redis by default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requirepass: Option<Password>,
     /// Every node.
     #[serde(rename = "node")]
     pub nodes: Vec<NodeEntry>,
@@ -500,6 +533,7 @@ impl ClusterFile {
             protocol_options: options,
             runtime: RuntimeOptions::default(),
             faults: FaultPlan::default(),
+            requirepass: None,
             nodes,
         }
     }

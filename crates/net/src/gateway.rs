@@ -3,12 +3,14 @@
 //! order they were sent and replies go back in that order, so pipelining works; a connection that
 //! sends malformed RESP gets an error and is closed, and nothing it sent reaches other connections.
 //!
+//! - [`admission`]: the accept loop, the connection cap and the eviction of idle connections.
 //! - [`pipeline`]: one connection's requests, read, planned and answered in order; its replicated
 //!   commands are submitted one at a time.
 //! - [`table`]: every command the gateway knows, with its arity; dispatch, `COMMAND COUNT` and
 //!   the docs' command lists come from it.
 //! - [`session`]: per-connection state (id, name, RESP version) and the commands the gateway
-//!   answers itself: HELLO, AUTH, CLIENT, CONFIG, INFO.
+//!   answers itself: HELLO, CLIENT, CONFIG, INFO.
+//! - [`auth`]: AUTH and the `requirepass` gate in front of every other command.
 //! - [`transaction`]: MULTI/EXEC/DISCARD and WATCH/UNWATCH; a transaction is one replicated
 //!   command.
 //! - [`keyspace`]: KEYS, SCAN, DBSIZE, FLUSHDB/FLUSHALL, RANDOMKEY, RENAME/RENAMENX and UNLINK.
@@ -19,6 +21,8 @@
 //! replicated state machine (a deterministic expiry would need the command to carry a
 //! timestamp chosen by the gateway).
 
+pub mod admission;
+pub mod auth;
 pub mod collections;
 pub mod expiry;
 mod expiry_commands;
@@ -28,7 +32,9 @@ pub mod session;
 pub mod table;
 pub mod transaction;
 
-use crate::host::{Outcome, Request};
+pub use admission::serve;
+
+use crate::host::Outcome;
 use crate::resp::{Reply, RespVersion};
 use bytes::Bytes;
 use ordo_core::command::{HashRead, SetCondition};
@@ -38,13 +44,9 @@ use rand_chacha::ChaCha8Rng;
 use session::{Clients, Context, ServerFacts};
 use std::cell::RefCell;
 use std::net::SocketAddr;
-use std::os::fd::AsRawFd;
 use std::rc::Rc;
 use std::time::Instant;
 use table::Kind;
-use tokio::io::AsyncWriteExt;
-use tokio::net::TcpListener;
-use tokio::sync::mpsc;
 
 /// How a replicated command's result becomes a reply.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -101,6 +103,8 @@ pub struct Gateway {
     /// The keys whose expiry this gateway set, for the sweep.
     pub expiring: Rc<RefCell<expiry::Expiring>>,
     clients: RefCell<Clients>,
+    /// Connections waiting for a request, which may be closed to admit new ones.
+    idle: RefCell<admission::Idle>,
     started: Instant,
     /// Draws each request's seed (SPOP and SRANDMEMBER choose with it at every replica); the
     /// gateway never runs in the simulator, so it may start from the OS' entropy.
@@ -114,19 +118,36 @@ impl Gateway {
             facts,
             expiring: Rc::default(),
             clients: RefCell::new(Clients::default()),
+            idle: RefCell::default(),
             started: Instant::now(),
             seeds: RefCell::new(rand::make_rng()),
         }
     }
 
-    /// Registers a connection; returns its id.
+    /// Registers a connection; returns its id. It counts as idle from now (it waits for its
+    /// first request), so it can make room for the next one even before its task first runs.
     pub fn open(&self, peer: SocketAddr, local: SocketAddr, fd: i32) -> u64 {
-        self.clients.borrow_mut().open(peer, local, fd, Instant::now())
+        let now = Instant::now();
+        let id = self.clients.borrow_mut().open(peer, local, fd, now);
+        self.idle.borrow_mut().enter(id, now);
+        id
     }
 
     /// Forgets a closed connection.
     pub fn close(&self, id: u64) {
         self.clients.borrow_mut().close(id);
+        self.idle.borrow_mut().leave(id);
+    }
+
+    /// Connection `id` starts waiting for a request with nothing in flight; the returned
+    /// notification tells it to close to make room for a new connection.
+    pub fn idle_since(&self, id: u64) -> Rc<tokio::sync::Notify> {
+        self.idle.borrow_mut().enter(id, Instant::now())
+    }
+
+    /// Connection `id` stopped waiting (it read something).
+    pub fn busy(&self, id: u64) {
+        self.idle.borrow_mut().leave(id);
     }
 
     /// The reply protocol of connection `id`.
@@ -165,6 +186,13 @@ fn shown_name(args: &[Bytes]) -> String {
 /// inside MULTI, queues it.
 pub fn plan(args: &[Bytes], context: &mut Context) -> Action {
     let checked = check(args);
+    // After the name and arity checks, as Redis does: an unknown command is reported as such.
+    if let Ok(name) = checked
+        && !auth::allowed_before_auth(name)
+        && auth::required(context)
+    {
+        return error(auth::NOAUTH);
+    }
     let Some(mut queue) = context.session_mut().queue.take() else {
         return checked.map_or_else(|refused| refused, |name| dispatch(name, &args[1..], context));
     };
@@ -211,7 +239,7 @@ fn dispatch(name: &'static str, rest: &[Bytes], context: &mut Context) -> Action
 fn plan_gateway(name: &str, rest: &[Bytes], context: &mut Context) -> Action {
     match name {
         "HELLO" => session::hello(rest, context),
-        "AUTH" => session::auth(rest),
+        "AUTH" => auth::auth(rest, context),
         "PING" => match rest.len() {
             0 => Action::Reply(Reply::Simple("PONG")),
             1 => Action::Reply(Reply::Bulk(Some(rest[0].clone()))),
@@ -383,30 +411,6 @@ pub fn reply(outcome: Outcome, shape: Shape) -> Reply {
         (CommandResult::Versions(versions), _) => {
             Reply::Nested(versions.into_iter().map(|version| Reply::Integer(version as i64)).collect())
         }
-    }
-}
-
-/// Serves Redis connections on `address`, sending commands to the host through `requests`.
-pub async fn serve(address: SocketAddr, requests: mpsc::Sender<Request>, facts: ServerFacts) -> std::io::Result<()> {
-    let listener = TcpListener::bind(address).await?;
-    let connections_max = facts.connections_max;
-    let gateway = Rc::new(Gateway::new(facts));
-    tokio::task::spawn_local(expiry::sweep(gateway.expiring.clone(), requests.clone()));
-    loop {
-        let Ok((mut stream, peer)) = listener.accept().await else { continue };
-        let _ = stream.set_nodelay(true);
-        if gateway.clients.borrow().len() >= connections_max {
-            let _ = stream.write_all(b"-ERR max number of clients reached\r\n").await;
-            continue;
-        }
-        let local = stream.local_addr().unwrap_or(address);
-        let id = gateway.open(peer, local, stream.as_raw_fd());
-        let requests = requests.clone();
-        let gateway = gateway.clone();
-        tokio::task::spawn_local(async move {
-            let _ = pipeline::connection(&mut stream, requests, &gateway, id).await;
-            gateway.close(id);
-        });
     }
 }
 

@@ -13,6 +13,12 @@ use tokio::net::TcpListener;
 
 /// Largest HTTP request head read.
 const REQUEST_HEAD_MAX: usize = 8 * 1024;
+/// Most HTTP connections served at once; more are answered 503 and closed, so clients that
+/// open connections and never finish them cannot pile up tasks and descriptors.
+pub const HTTP_CONNECTIONS_MAX: usize = 64;
+/// How long one HTTP connection may take to send its request and take the response: a slow or
+/// idle client is cut off after it.
+pub const HTTP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Transport counters of one process.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -110,6 +116,19 @@ pub struct Metrics {
     pub latency_us: [(f64, u64); 4],
     /// Gateway: operations in the latency histogram.
     pub latency_count: u64,
+    /// Gateway: what happened to Redis connections (the gateway counts these itself).
+    pub gateway: GatewayConnections,
+}
+
+/// A gateway's connection counters.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct GatewayConnections {
+    /// `accept` calls that failed (EMFILE and the like), each followed by a pause.
+    pub accept_errors: u64,
+    /// Idle connections closed to admit a new one at the connection cap.
+    pub evicted: u64,
+    /// Connections refused at the cap because none was idle.
+    pub refused: u64,
 }
 
 fn label(text: &str) -> String {
@@ -211,6 +230,9 @@ impl Metrics {
             ("gateway_timed_out_total", "Operations answered as unknown.", t.operations_timed_out as f64),
             ("gateway_rejected_total", "Requests refused (queue full).", t.requests_rejected as f64),
             ("reassembly_partial", "Fragmented messages being reassembled.", t.reassembly_partial as f64),
+            ("gateway_accept_errors_total", "Failed accepts of Redis connections.", self.gateway.accept_errors as f64),
+            ("gateway_evicted_total", "Idle Redis connections closed to admit new ones.", self.gateway.evicted as f64),
+            ("gateway_refused_total", "Redis connections refused at the cap.", self.gateway.refused as f64),
         ] {
             let kind = if name.ends_with("_total") { "counter" } else { "gauge" };
             exposition.family(name, help, kind, vec![(String::new(), value)]);
@@ -246,40 +268,63 @@ impl Metrics {
     }
 }
 
-/// Serves `/metrics` and `/status` on `address` until the task is dropped.
+/// Serves `/metrics` and `/status` on `address` until the task is dropped, at most
+/// [`HTTP_CONNECTIONS_MAX`] connections at once, each closed [`HTTP_TIMEOUT`] after it was
+/// accepted whether or not it sent its request and took the response.
 pub async fn serve(address: SocketAddr, metrics: Arc<Mutex<Metrics>>) -> std::io::Result<()> {
     let listener = TcpListener::bind(address).await?;
+    let slots = Arc::new(tokio::sync::Semaphore::new(HTTP_CONNECTIONS_MAX));
+    let mut pause = std::time::Duration::from_millis(10);
     loop {
-        let Ok((mut stream, _)) = listener.accept().await else { continue };
+        let mut stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(_) => {
+                // EMFILE and the like: pause rather than spin on an error that persists.
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(std::time::Duration::from_secs(1));
+                continue;
+            }
+        };
+        pause = std::time::Duration::from_millis(10);
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            let busy = b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+            // Not waited for long: this task must get back to accepting.
+            let _ = tokio::time::timeout(std::time::Duration::from_millis(10), stream.write_all(busy)).await;
+            continue;
+        };
         let metrics = metrics.clone();
         tokio::spawn(async move {
-            let mut head = Vec::new();
-            let mut chunk = [0u8; 1024];
-            while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < REQUEST_HEAD_MAX {
-                match stream.read(&mut chunk).await {
-                    Ok(0) | Err(_) => return,
-                    Ok(n) => head.extend_from_slice(&chunk[..n]),
-                }
-            }
-            let line = head.split(|&b| b == b'\n').next().unwrap_or_default();
-            let path = line.split(|&b| b == b' ').nth(1).unwrap_or_default();
-            let (status, kind, body) = {
-                let snapshot = metrics.lock().expect("metrics lock");
-                match path {
-                    b"/metrics" => ("200 OK", "text/plain; version=0.0.4", snapshot.prometheus()),
-                    b"/status" => {
-                        ("200 OK", "application/json", serde_json::to_string(&*snapshot).expect("metrics serialize"))
-                    }
-                    _ => ("404 Not Found", "text/plain", "try /metrics or /status\n".to_string()),
-                }
-            };
-            let response = format!(
-                "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            );
-            let _ = stream.write_all(response.as_bytes()).await;
+            let _ = tokio::time::timeout(HTTP_TIMEOUT, respond(&mut stream, &metrics)).await;
+            drop(slot);
         });
     }
+}
+
+/// Reads one request head and writes its response (the caller bounds the time).
+async fn respond(stream: &mut tokio::net::TcpStream, metrics: &Mutex<Metrics>) {
+    let mut head = Vec::new();
+    let mut chunk = [0u8; 1024];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < REQUEST_HEAD_MAX {
+        match stream.read(&mut chunk).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => head.extend_from_slice(&chunk[..n]),
+        }
+    }
+    let line = head.split(|&b| b == b'\n').next().unwrap_or_default();
+    let path = line.split(|&b| b == b' ').nth(1).unwrap_or_default();
+    let (status, kind, body) = {
+        let snapshot = metrics.lock().expect("metrics lock");
+        match path {
+            b"/metrics" => ("200 OK", "text/plain; version=0.0.4", snapshot.prometheus()),
+            b"/status" => ("200 OK", "application/json", serde_json::to_string(&*snapshot).expect("metrics serialize")),
+            _ => ("404 Not Found", "text/plain", "try /metrics or /status\n".to_string()),
+        }
+    };
+    let response = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = stream.write_all(response.as_bytes()).await;
 }
 
 /// Fetches `path` from a metrics endpoint (for `cluster up` and tests): the body, or None.
@@ -292,4 +337,53 @@ pub fn fetch(address: SocketAddr, path: &str, timeout: std::time::Duration) -> O
     stream.take(64 * 1024 * 1024).read_to_string(&mut response).ok()?;
     let (head, body) = response.split_once("\r\n\r\n")?;
     head.starts_with("HTTP/1.1 200").then(|| body.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
+
+    #[test]
+    fn the_endpoint_caps_its_connections_and_cuts_off_idle_ones() {
+        // Goal: idle HTTP clients cannot exhaust the metrics endpoint. Method: hold
+        // HTTP_CONNECTIONS_MAX idle connections; one more is answered 503 at once; an idle one is
+        // closed by the endpoint after HTTP_TIMEOUT; once they are gone, /metrics answers.
+        let address: SocketAddr = "127.0.0.1:31901".parse().expect("address");
+        // The endpoint on a thread of its own, as in a node; it ends with the test process.
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+            let _ = runtime.block_on(serve(address, Arc::new(Mutex::new(Metrics::default()))));
+        });
+        let connect = || {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+            loop {
+                match TcpStream::connect(address) {
+                    Ok(stream) => return stream,
+                    Err(error) if std::time::Instant::now() > deadline => panic!("metrics endpoint: {error}"),
+                    Err(_) => std::thread::sleep(std::time::Duration::from_millis(20)),
+                }
+            }
+        };
+        let idle: Vec<TcpStream> = (0..HTTP_CONNECTIONS_MAX).map(|_| connect()).collect();
+        // The endpoint takes the idle connections' slots as it accepts them; give it a moment.
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let mut extra = connect();
+        extra.set_read_timeout(Some(std::time::Duration::from_secs(2))).expect("timeout");
+        let mut refused = String::new();
+        let _ = extra.read_to_string(&mut refused);
+        assert!(refused.starts_with("HTTP/1.1 503"), "over the cap: {refused:?}");
+        let mut first = &idle[0];
+        first.set_read_timeout(Some(HTTP_TIMEOUT * 3)).expect("timeout");
+        let mut nothing = Vec::new();
+        let closed = first.read_to_end(&mut nothing);
+        assert!(matches!(closed, Ok(0)), "an idle connection is closed by the endpoint: {closed:?}");
+        drop(idle);
+        let mut client = connect();
+        client.write_all(b"GET /metrics HTTP/1.1\r\n\r\n").expect("request");
+        let mut response = String::new();
+        client.read_to_string(&mut response).expect("response");
+        assert!(response.starts_with("HTTP/1.1 200"), "{response:?}");
+    }
 }

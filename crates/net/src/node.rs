@@ -47,8 +47,14 @@ pub fn run<P: Protocol>(cluster: &ClusterFile, name: &str) -> Result<(), HostErr
                 client_nodes: me.clients.unwrap_or(0),
                 connections_max: cluster.runtime.connections_max,
                 address,
+                // An empty password is none, as `CONFIG SET requirepass ""` makes it in Redis.
+                requirepass: cluster.requirepass.clone().filter(|password| !password.0.is_empty()),
+                idle_timeout: std::time::Duration::from_nanos(cluster.runtime.idle_timeout_ns),
+                // Zero would stop a connection from ever being read.
+                pipeline_depth_max: cluster.runtime.pipeline_depth_max.max(1),
+                reply_bytes_max: cluster.runtime.reply_bytes_max.max(1),
             };
-            tokio::task::spawn_local(crate::gateway::serve(address, sender, facts));
+            tokio::task::spawn_local(crate::gateway::serve(address, sender, facts, shared.clone()));
         }
         let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
             .map_err(|source| HostError::Io { what: "SIGTERM handler".into(), source })?;

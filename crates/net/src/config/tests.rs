@@ -125,3 +125,25 @@ fn a_cluster_off_the_loopback_needs_a_key() {
     assert!(loaded.key_from(None).unwrap_err().to_string().contains("cluster.key"), "names the missing file");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn requirepass_and_gateway_limits_round_trip_and_old_files_get_defaults() {
+    // Goal: `requirepass` and the gateway's limits are read from and written to the file, a
+    // file without them (written before they existed) still parses with the defaults, and
+    // the password never shows in a debug print. Method: parse, print, parse again.
+    let old = "protocol = \"multipaxos\"\ndata_dir = \"/x\"\n[[node]]\nname = \"r1\"\nrole = \"replica\"\naddr = \"127.0.0.1:9000\"\n";
+    let file = ClusterFile::parse(old).expect("a file without the new keys");
+    assert_eq!((file.requirepass.as_ref(), file.runtime.connections_max), (None, 10_000));
+    assert_eq!(file.runtime.idle_timeout_ns, 300_000_000_000);
+    assert!(!file.to_toml().contains("requirepass"), "no password: no key");
+    let text = format!("requirepass = \"s3cret\"\n{old}[runtime]\nidle_timeout_ns = 0\npipeline_depth_max = 8\n");
+    let file = ClusterFile::parse(&text).expect("with the new keys");
+    assert_eq!(file.requirepass, Some(Password("s3cret".into())));
+    assert_eq!((file.runtime.idle_timeout_ns, file.runtime.pipeline_depth_max), (0, 8));
+    assert_eq!(ClusterFile::parse(&file.to_toml()).expect("round trip"), file);
+    assert!(!format!("{file:?}").contains("s3cret"), "Debug hides the password");
+    assert!(
+        ClusterFile::parse(&format!("{old}[runtime]\nno_such_limit = 1\n")).is_err(),
+        "unknown keys are errors"
+    );
+}

@@ -24,17 +24,60 @@ use std::cell::RefCell;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
 
-/// Most requests of one connection planned and not yet answered. Requests beyond it stay unparsed
-/// in the input buffer, and the connection is not read, until these are answered: TCP's flow
-/// control then holds the client back. Nothing is refused; a long pipeline just waits.
-pub const PIPELINE_MAX: usize = 1_024;
+// Backpressure: a connection is read only when none of its requests is waiting for an answer.
+// At most `pipeline_depth_max` requests are planned from what was read; requests beyond them stay
+// unparsed in the input buffer until those are answered, and TCP's flow control then holds the
+// client back. Replies are written out once `reply_bytes_max` bytes wait, and answering goes on
+// only when the socket took them, so a client that does not read its replies stops being served
+// (and read) instead of growing the gateway's memory. Nothing is refused: a long pipeline waits.
 
 /// Largest unparsed input a connection may hold (a bulk string up to the limit plus slack).
 const INPUT_MAX: usize = resp::BULK_LEN_MAX + 64 * 1024;
 
-/// Replies are written to the socket once this many bytes are waiting, so that a long pipeline
-/// of large replies does not pile up in memory.
-const OUTPUT_FLUSH_BYTES: usize = 64 * 1024;
+/// Replies waiting to be written to one connection, and its limits.
+#[derive(Debug)]
+pub(crate) struct Output {
+    /// Encoded replies not yet written.
+    pub(crate) bytes: Vec<u8>,
+    /// The replies are written once this many bytes wait.
+    budget: usize,
+    /// A write not finished within this long closes the connection (zero: never).
+    timeout: std::time::Duration,
+}
+
+impl Output {
+    /// An empty output with the gateway's limits.
+    pub(crate) fn new(facts: &super::session::ServerFacts) -> Output {
+        Output {
+            bytes: Vec::with_capacity(16 * 1024),
+            budget: facts.reply_bytes_max.max(1),
+            timeout: facts.idle_timeout,
+        }
+    }
+
+    /// Writes the waiting replies to `writer`. A client that has not taken them within the idle
+    /// timeout (at most `budget` bytes and one reply) is gone or stuck: the connection fails
+    /// with `TimedOut` and is closed.
+    async fn write<W: AsyncWrite + Unpin>(&mut self, writer: &mut W) -> std::io::Result<()> {
+        let result = within(self.timeout, writer.write_all(&self.bytes)).await;
+        self.bytes.clear();
+        result.unwrap_or_else(|| Err(std::io::ErrorKind::TimedOut.into()))
+    }
+}
+
+impl Default for Output {
+    fn default() -> Output {
+        Output { bytes: Vec::new(), budget: 64 * 1024, timeout: std::time::Duration::ZERO }
+    }
+}
+
+/// Runs `future`, giving up after `timeout` (never, for zero): None when it gave up.
+pub(crate) async fn within<F: std::future::Future>(timeout: std::time::Duration, future: F) -> Option<F::Output> {
+    if timeout.is_zero() {
+        return Some(future.await);
+    }
+    tokio::time::timeout(timeout, future).await.ok()
+}
 
 /// A request in request order, with the RESP version the connection spoke when it was read (a
 /// pipelined HELLO changes it only for the requests after it).
@@ -53,12 +96,28 @@ pub(crate) enum Pending {
     Exec(Exec, RespVersion),
 }
 
+/// A connection's unparsed input and where parsing it stopped.
+#[derive(Debug, Default)]
+pub(crate) struct Input {
+    /// Bytes read and not yet parsed.
+    pub(crate) bytes: BytesMut,
+    parser: resp::Parser,
+}
+
+#[cfg(test)]
+impl Input {
+    /// Input that holds `bytes`, as if just read.
+    pub(crate) fn from(bytes: &[u8]) -> Input {
+        Input { bytes: BytesMut::from(bytes), parser: resp::Parser::default() }
+    }
+}
+
 /// Plans complete requests of `input` into `pending`, until the input holds no complete request
-/// or `pending` holds [`PIPELINE_MAX`]; true when the connection must close after replying (QUIT,
-/// malformed input).
-pub(crate) fn plan_input(input: &mut BytesMut, gateway: &Gateway, id: u64, pending: &mut Vec<Pending>) -> bool {
-    while pending.len() < PIPELINE_MAX {
-        let args = match resp::parse(input) {
+/// or `pending` holds the gateway's `pipeline_depth_max`; true when the connection must close
+/// after replying (QUIT, malformed input).
+pub(crate) fn plan_input(input: &mut Input, gateway: &Gateway, id: u64, pending: &mut Vec<Pending>) -> bool {
+    while pending.len() < gateway.facts.pipeline_depth_max.max(1) {
+        let args = match input.parser.parse(&mut input.bytes) {
             Ok(None) => return false,
             Ok(Some(args)) if args.is_empty() => continue,
             Ok(Some(args)) => args,
@@ -116,66 +175,68 @@ pub(crate) async fn answer<W: AsyncWrite + Unpin>(
     requests: &mpsc::Sender<Request>,
     expiring: &RefCell<Expiring>,
     watched: &mut Watched,
-    output: &mut Vec<u8>,
+    output: &mut Output,
     writer: &mut W,
 ) -> std::io::Result<bool> {
     let mut unknown = false;
     for item in pending.drain(..) {
         match item {
-            Pending::Ready(reply, version) => reply.encode(version, output),
+            Pending::Ready(reply, version) => reply.encode(version, &mut output.bytes),
             Pending::Replicate(command, shape, version) => {
                 let outcome = submit(requests, expiring, command).await;
                 unknown = outcome == Outcome::Timeout;
-                reply(outcome, shape).encode(version, output);
+                reply(outcome, shape).encode(version, &mut output.bytes);
             }
             Pending::Watch(keys, version) => {
                 let outcome = submit(requests, expiring, Command::Versions { keys: keys.clone() }).await;
                 unknown = outcome == Outcome::Timeout;
-                watched.record(keys, outcome).encode(version, output);
+                watched.record(keys, outcome).encode(version, &mut output.bytes);
             }
             Pending::Unwatch(reply, version) => {
                 watched.clear();
-                reply.encode(version, output);
+                reply.encode(version, &mut output.bytes);
             }
             Pending::Exec(exec, version) => match watched.exec(&exec) {
                 Ok(transaction) => {
                     let outcome = submit(requests, expiring, transaction).await;
                     unknown = outcome == Outcome::Timeout;
-                    exec_reply(outcome, &exec.slots).encode(version, output);
+                    exec_reply(outcome, &exec.slots).encode(version, &mut output.bytes);
                 }
-                Err(reply) => reply.encode(version, output),
+                Err(reply) => reply.encode(version, &mut output.bytes),
             },
         }
-        if output.len() >= OUTPUT_FLUSH_BYTES || unknown {
-            writer.write_all(output).await?;
-            output.clear();
+        if output.bytes.len() >= output.budget || unknown {
+            output.write(writer).await?;
         }
         if unknown {
             break;
         }
     }
-    writer.write_all(output).await?;
-    output.clear();
+    output.write(writer).await?;
     Ok(unknown)
 }
 
 /// Serves one connection until it closes: reads requests, plans them, answers them in order.
+/// It ends when the client closes, on QUIT or malformed input, when it has been idle (nothing
+/// read and nothing in flight) for the idle timeout, and when the gateway evicts it to admit
+/// another connection ([`super::Gateway::evict_idlest`]); an evicted or timed-out connection
+/// is closed without a reply, as Redis closes one that exceeded its `timeout`.
 pub(crate) async fn connection<S: AsyncRead + AsyncWrite + Unpin>(
     stream: &mut S,
     requests: mpsc::Sender<Request>,
     gateway: &Gateway,
     id: u64,
 ) -> std::io::Result<()> {
-    let mut input = BytesMut::with_capacity(16 * 1024);
-    let mut output = Vec::with_capacity(16 * 1024);
+    let mut input = Input::default();
+    let mut output = Output::new(&gateway.facts);
     let mut pending: Vec<Pending> = Vec::new();
     let mut watched = Watched::default();
     loop {
         let mut close = plan_input(&mut input, gateway, id, &mut pending);
         if pending.is_empty() {
-            // Only part of a request is left: read the rest, within the limit.
-            if input.len() <= INPUT_MAX {
-                if stream.read_buf(&mut input).await? == 0 {
+            // Nothing to answer: read (the rest of a request, or a new one), within the limit.
+            if input.bytes.len() <= INPUT_MAX {
+                if !read(stream, &mut input.bytes, gateway, id).await? {
                     return Ok(());
                 }
                 continue;
@@ -188,6 +249,37 @@ pub(crate) async fn connection<S: AsyncRead + AsyncWrite + Unpin>(
         if close {
             return Ok(());
         }
+    }
+}
+
+/// Reads more of the connection's input; false when the connection is to close: the client
+/// closed it, nothing came for the idle timeout, or the gateway evicted it while it waited for
+/// a new request with nothing in flight.
+async fn read<S: AsyncRead + Unpin>(
+    stream: &mut S,
+    input: &mut BytesMut,
+    gateway: &Gateway,
+    id: u64,
+) -> std::io::Result<bool> {
+    // Only a connection between requests counts as idle for eviction: one with part of a request
+    // read is in the middle of something.
+    let evicted = input.is_empty().then(|| gateway.idle_since(id));
+    let read = async {
+        match &evicted {
+            Some(notify) => tokio::select! {
+                read = stream.read_buf(input) => Some(read),
+                () = notify.notified() => None,
+            },
+            None => Some(stream.read_buf(input).await),
+        }
+    };
+    let result = within(gateway.facts.idle_timeout, read).await;
+    if evicted.is_some() {
+        gateway.busy(id);
+    }
+    match result {
+        Some(Some(read)) => Ok(read? > 0),
+        Some(None) | None => Ok(false),
     }
 }
 

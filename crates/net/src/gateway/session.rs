@@ -29,6 +29,14 @@ pub struct ServerFacts {
     pub connections_max: usize,
     /// The Redis address it listens on.
     pub address: SocketAddr,
+    /// The password AUTH must give before other commands run (`requirepass`), if any.
+    pub requirepass: Option<crate::config::Password>,
+    /// An idle connection is closed after this long (`timeout`); zero: never.
+    pub idle_timeout: std::time::Duration,
+    /// Most requests of one connection read and not yet answered.
+    pub pipeline_depth_max: usize,
+    /// Most reply bytes held for one connection before they are written out.
+    pub reply_bytes_max: usize,
 }
 
 /// One connection's state.
@@ -49,6 +57,9 @@ pub struct Session {
     last_command: String,
     /// The transaction being queued, between MULTI and EXEC.
     pub(crate) queue: Option<super::transaction::Queue>,
+    /// True once AUTH (or HELLO's AUTH option) gave the right password; only read when the
+    /// gateway has `requirepass`.
+    pub(crate) authenticated: bool,
 }
 
 /// Every open connection of the gateway, by id (ordered, so CLIENT LIST is too).
@@ -88,6 +99,7 @@ impl Clients {
             active: now,
             last_command: "NULL".into(),
             queue: None,
+            authenticated: false,
         };
         self.open.insert(id, session);
         id
@@ -164,17 +176,6 @@ fn valid_name(name: &[u8]) -> bool {
     name.iter().all(|&b| (b'!'..=b'~').contains(&b))
 }
 
-/// HELLO's and AUTH's check. ordo has no passwords, so it behaves as Redis without
-/// `requirepass`: the `default` user has no password and any password is accepted for it;
-/// another user name is WRONGPASS (it does not exist).
-fn authenticate(user: &[u8]) -> Result<(), Action> {
-    if user == b"default" {
-        Ok(())
-    } else {
-        Err(error("WRONGPASS invalid username-password pair or user is disabled."))
-    }
-}
-
 /// `HELLO [protover [AUTH user pass] [SETNAME name]]`, with Redis' checks in Redis' order:
 /// the version, the options' syntax, AUTH, then the name; the version changes only if all pass.
 pub fn hello(rest: &[Bytes], context: &mut Context) -> Action {
@@ -193,13 +194,19 @@ pub fn hello(rest: &[Bytes], context: &mut Context) -> Action {
         let option = upper(&rest[at]);
         let left = rest.len() - at - 1;
         match option.as_str() {
-            "AUTH" if left >= 2 => (user, at) = (Some(rest[at + 1].clone()), at + 3),
+            "AUTH" if left >= 2 => (user, at) = (Some((rest[at + 1].clone(), rest[at + 2].clone())), at + 3),
             "SETNAME" if left >= 1 => (name, at) = (Some(rest[at + 1].clone()), at + 2),
             _ => return error(format!("ERR Syntax error in HELLO option '{}'", String::from_utf8_lossy(&rest[at]))),
         }
     }
-    if let Some(Err(refused)) = user.as_deref().map(authenticate) {
-        return refused;
+    match user {
+        Some((user, password)) => {
+            if let Err(refused) = super::auth::authenticate(&user, &password, context) {
+                return refused;
+            }
+        }
+        None if super::auth::required(context) => return error(super::auth::NOAUTH_HELLO),
+        None => {}
     }
     if let Some(name) = name {
         if !valid_name(&name) {
@@ -223,18 +230,6 @@ fn hello_map(context: &mut Context) -> Reply {
         ("modules", Reply::Nested(Vec::new())),
     ];
     Reply::Map(pairs.into_iter().map(|(key, value)| (Reply::text(key), value)).collect())
-}
-
-/// `AUTH [user] password`, as Redis without `requirepass` answers it.
-pub fn auth(rest: &[Bytes]) -> Action {
-    match rest {
-        [_password] => error(
-            "ERR AUTH <password> called without any password configured for the default user. \
-             Are you sure your configuration is correct?",
-        ),
-        [user, _password] => authenticate(user).map_or_else(|refused| refused, |()| ok()),
-        _ => error("ERR syntax error"),
-    }
 }
 
 const CLIENT_HELP: &[&str] = &[
@@ -365,8 +360,7 @@ fn parameters(facts: &ServerFacts) -> Vec<(&'static str, String)> {
         ("maxclients", facts.connections_max.to_string()),
         ("port", facts.address.port().to_string()),
         ("proto-max-bulk-len", crate::resp::BULK_LEN_MAX.to_string()),
-        // ordo never closes an idle connection.
-        ("timeout", "0".into()),
+        ("timeout", facts.idle_timeout.as_secs().to_string()),
     ]
 }
 

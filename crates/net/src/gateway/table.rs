@@ -51,7 +51,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     gateway(
         "AUTH",
         -2,
-        "`AUTH [user] pass`: there is no password; the user `default` is accepted, as by Redis without `requirepass`",
+        "`AUTH [user] pass`: with `requirepass`, the password (user `default`) unlocks the connection; without, the user `default` is accepted, as by Redis",
     ),
     gateway("PING", -1, "`PING [message]`"),
     gateway("ECHO", 2, "`ECHO message`"),

@@ -11,6 +11,10 @@ pub(crate) fn facts() -> ServerFacts {
         client_nodes: 256,
         connections_max: 1_024,
         address: "127.0.0.1:7379".parse().expect("address"),
+        requirepass: None,
+        idle_timeout: std::time::Duration::from_secs(300),
+        pipeline_depth_max: 1_024,
+        reply_bytes_max: 64 * 1024,
     }
 }
 

@@ -6,7 +6,7 @@ use tokio::task::yield_now;
 /// Plans `text` (RESP inline commands) on a fresh connection.
 fn planned(text: &str) -> (Vec<Pending>, bool) {
     let (gateway, id) = connected();
-    let mut input = BytesMut::from(text.as_bytes());
+    let mut input = Input::from(text.as_bytes());
     let mut pending = Vec::new();
     let close = plan_input(&mut input, &gateway, id, &mut pending);
     (pending, close)
@@ -31,7 +31,7 @@ fn a_command_is_submitted_only_after_the_previous_one_completed() {
     let (mut pending, close) = planned("SET k 1\r\nGET k\r\nPING\r\nINCR n\r\n");
     assert!(!close);
     let (requests, mut host) = mpsc::channel(8);
-    let (mut output, mut written) = (Vec::new(), Vec::new());
+    let (mut output, mut written) = (Output::default(), Vec::new());
     let results = [CommandResult::Ok, CommandResult::Value("1".into()), CommandResult::Integer(1)];
     let host = async {
         let mut seen = Vec::new();
@@ -62,7 +62,7 @@ fn a_timeout_closes_the_connection_before_later_commands_run() {
     // TIMEOUT; no second command may reach it, and the connection is to be closed.
     let (mut pending, _) = planned("SET k 1\r\nGET k\r\n");
     let (requests, mut host) = mpsc::channel(8);
-    let (mut output, mut written) = (Vec::new(), Vec::new());
+    let (mut output, mut written) = (Output::default(), Vec::new());
     let host = async {
         let request: Request = host.recv().await.expect("a request");
         request.reply.send(Outcome::Timeout).expect("the gateway waits");
@@ -88,7 +88,7 @@ fn a_busy_host_refuses_one_command_and_the_next_still_runs() {
     let (requests, _host) = mpsc::channel(1);
     let (filler, _) = oneshot::channel();
     requests.try_send(Request { command: Command::get("x"), reply: filler }).expect("one slot");
-    let (mut output, mut written) = (Vec::new(), Vec::new());
+    let (mut output, mut written) = (Output::default(), Vec::new());
     let unknown =
         run(answer(&mut pending, &requests, &RefCell::default(), &mut Watched::default(), &mut output, &mut written))
             .expect("written");
@@ -98,18 +98,19 @@ fn a_busy_host_refuses_one_command_and_the_next_still_runs() {
 
 #[test]
 fn planning_stops_at_the_pipeline_limit() {
-    // Goal: one connection holds at most PIPELINE_MAX planned requests; the rest stay unparsed
-    // in its input until those are answered.
+    // Goal: one connection holds at most `pipeline_depth_max` planned requests; the rest stay
+    // unparsed in its input until those are answered.
     let (gateway, id) = connected();
-    let mut input = BytesMut::from("PING\r\n".repeat(PIPELINE_MAX + 5).as_bytes());
+    let depth = gateway.facts.pipeline_depth_max;
+    let mut input = Input::from("PING\r\n".repeat(depth + 5).as_bytes());
     let mut pending = Vec::new();
     assert!(!plan_input(&mut input, &gateway, id, &mut pending));
-    assert_eq!(pending.len(), PIPELINE_MAX);
-    assert_eq!(input.len(), 5 * "PING\r\n".len());
+    assert_eq!(pending.len(), depth);
+    assert_eq!(input.bytes.len(), 5 * "PING\r\n".len());
     pending.clear();
     assert!(!plan_input(&mut input, &gateway, id, &mut pending));
     assert_eq!(pending.len(), 5);
-    assert!(input.is_empty());
+    assert!(input.bytes.is_empty());
 }
 
 #[test]
@@ -150,7 +151,7 @@ fn quit_and_malformed_input_end_planning() {
 fn answered(text: &str, results: Vec<CommandResult>) -> (Vec<Command>, String) {
     let (mut pending, _) = planned(text);
     let (requests, mut host) = mpsc::channel(8);
-    let (mut output, mut written) = (Vec::new(), Vec::new());
+    let (mut output, mut written) = (Output::default(), Vec::new());
     let mut watched = Watched::default();
     let host = async {
         let mut seen = Vec::new();
@@ -241,4 +242,154 @@ fn a_failed_watch_makes_exec_abort() {
     let (seen, written) = answered("WATCH a b\r\nMULTI\r\nSET a 1\r\nEXEC\r\n", vec![refused]);
     assert_eq!(seen.len(), 1, "the transaction is not submitted");
     assert_eq!(written, "-CROSSSLOT Keys in request don't hash to the same slot\r\n+OK\r\n+QUEUED\r\n*-1\r\n");
+}
+
+/// A gateway with one connection and the given limits (no idle timeout unless set).
+fn limited(depth: usize, reply_bytes: usize, idle: std::time::Duration) -> (Gateway, u64) {
+    let facts = crate::gateway::session::ServerFacts {
+        pipeline_depth_max: depth,
+        reply_bytes_max: reply_bytes,
+        idle_timeout: idle,
+        ..crate::gateway::tests::facts()
+    };
+    let gateway = Gateway::new(facts);
+    let id = gateway.open("127.0.0.1:50000".parse().expect("peer"), "127.0.0.1:7379".parse().expect("local"), 9);
+    (gateway, id)
+}
+
+fn run_timed<F: std::future::Future>(future: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread().enable_time().build().expect("runtime").block_on(future)
+}
+
+#[test]
+fn a_client_that_does_not_read_its_replies_stops_being_read_until_it_does() {
+    // Goal: backpressure. A client pipelines 200 ECHOs of 1 KiB and reads nothing: the gateway,
+    // with a depth of 4 and a reply budget of 1 KiB, fills the socket with replies and then stops
+    // reading, so the client's writes stall well before all its requests are taken. Once the
+    // client reads, everything is answered, in order. Method: an in-memory socket of 4 KiB each
+    // way; count the bytes the client managed to write before a write stalled for 200 ms.
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (gateway, id) = limited(4, 1024, std::time::Duration::ZERO);
+    let (client, mut server) = tokio::io::duplex(4096);
+    let (mut from_gateway, mut to_gateway) = tokio::io::split(client);
+    let value = "v".repeat(1024);
+    let requests_text = format!("ECHO {value}\r\n").repeat(200);
+    let (requests, _host) = mpsc::channel(1);
+    let (taken, replies) = run_timed(async {
+        let serve = connection(&mut server, requests, &gateway, id);
+        let client = async {
+            let mut taken = 0;
+            while taken < requests_text.len() {
+                let write = to_gateway.write(&requests_text.as_bytes()[taken..]);
+                match tokio::time::timeout(std::time::Duration::from_millis(200), write).await {
+                    Ok(written) => taken += written.expect("write"),
+                    Err(_) => break,
+                }
+            }
+            let stalled_at = taken;
+            let reading = async {
+                let mut replies = Vec::new();
+                let expected = format!("${}\r\n{value}\r\n", value.len()).len() * 200;
+                while replies.len() < expected {
+                    let mut chunk = [0u8; 8192];
+                    let n = from_gateway.read(&mut chunk).await.expect("read");
+                    assert!(n > 0, "the gateway closed early");
+                    replies.extend_from_slice(&chunk[..n]);
+                }
+                replies
+            };
+            let writing = async {
+                to_gateway.write_all(&requests_text.as_bytes()[taken..]).await.expect("the rest is taken");
+                to_gateway.shutdown().await.expect("close");
+            };
+            let (replies, ()) = tokio::join!(reading, writing);
+            (stalled_at, replies)
+        };
+        let (served, result) = tokio::join!(serve, client);
+        served.expect("the connection ends cleanly");
+        result
+    });
+    assert!(
+        taken < requests_text.len() / 4,
+        "the gateway kept reading: {taken} of {} bytes taken",
+        requests_text.len()
+    );
+    assert_eq!(replies, format!("${}\r\n{value}\r\n", value.len()).repeat(200).into_bytes());
+}
+
+#[test]
+fn an_idle_connection_is_closed_after_the_timeout_and_a_busy_one_is_not() {
+    // Goal: the idle timeout closes a connection that sends nothing, without a reply; one that
+    // keeps sending within the timeout stays open. Method: a 150 ms timeout on an in-memory
+    // socket; the client sends a PING every 50 ms five times, then goes quiet.
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (gateway, id) = limited(4, 1024, std::time::Duration::from_millis(150));
+    let (mut client, mut server) = tokio::io::duplex(4096);
+    let (requests, _host) = mpsc::channel(1);
+    let (served, pongs, tail) = run_timed(async {
+        // As the accept loop does, the socket is dropped when the connection ends.
+        let serve = async {
+            let served = connection(&mut server, requests, &gateway, id).await;
+            drop(server);
+            served
+        };
+        let client = async {
+            let mut pongs = 0;
+            for _ in 0..5 {
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                client.write_all(b"PING\r\n").await.expect("write");
+                let mut reply = [0u8; 7];
+                client.read_exact(&mut reply).await.expect("PONG");
+                pongs += usize::from(&reply == b"+PONG\r\n");
+            }
+            let mut tail = Vec::new();
+            let read = client.read_to_end(&mut tail);
+            let closed = tokio::time::timeout(std::time::Duration::from_secs(5), read).await;
+            assert!(closed.is_ok(), "the idle connection was not closed");
+            (pongs, tail)
+        };
+        let (served, (pongs, tail)) = tokio::join!(serve, client);
+        (served, pongs, tail)
+    });
+    served.expect("a clean close");
+    assert_eq!((pongs, tail.len()), (5, 0), "every PING answered; nothing sent on the idle close");
+}
+
+#[test]
+fn at_the_cap_the_longest_idle_connection_is_evicted() {
+    // Goal: eviction picks the connection that has waited longest for a request, and only a
+    // waiting one; the evicted connection's task ends. Method: two connections on in-memory
+    // sockets, the first idle first; a third waits with part of a request read, so it is busy.
+    use tokio::io::AsyncWriteExt;
+    let (gateway, first) = limited(4, 1024, std::time::Duration::ZERO);
+    let peer = "127.0.0.1:50001".parse().expect("peer");
+    let (second, third) = (gateway.open(peer, peer, 10), gateway.open(peer, peer, 11));
+    let sockets: Vec<_> = (0..3).map(|_| tokio::io::duplex(1024)).collect();
+    let [(_c1, mut s1), (_c2, mut s2), (mut c3, mut s3)] = <[_; 3]>::try_from(sockets).expect("three");
+    let (requests, _host) = mpsc::channel(1);
+    run_timed(async {
+        let one = connection(&mut s1, requests.clone(), &gateway, first);
+        let others = async {
+            tokio::select! {
+                biased;
+                _ = connection(&mut s2, requests.clone(), &gateway, second) => panic!("the second was closed"),
+                _ = connection(&mut s3, requests.clone(), &gateway, third) => panic!("the third was closed"),
+                () = async {
+                    c3.write_all(b"*2\r\n$3\r\nGET").await.expect("part of a request");
+                    let_others_run().await;
+                    assert_eq!(gateway.idle.borrow_mut().evict_idlest(), Some(first));
+                    std::future::pending::<()>().await;
+                } => {}
+            }
+        };
+        // Biased: polled in this order, the first connection starts waiting first.
+        tokio::select! {
+            biased;
+            ended = one => ended.expect("the evicted connection ends cleanly"),
+            () = others => {}
+        }
+        assert_eq!(gateway.idle.borrow().len(), 1, "only the second still waits idle");
+        assert_eq!(gateway.idle.borrow_mut().evict_idlest(), Some(second));
+        assert_eq!(gateway.idle.borrow_mut().evict_idlest(), None, "the third is mid-request");
+    });
 }

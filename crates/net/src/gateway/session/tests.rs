@@ -73,6 +73,75 @@ fn auth_behaves_as_redis_without_a_password() {
     assert_eq!(error_text(answer(&gateway, id, "AUTH a b c")), "ERR syntax error");
 }
 
+/// A gateway whose cluster file sets `requirepass = "s3cret"`, with one connection open.
+fn guarded() -> (Gateway, u64) {
+    let facts = ServerFacts { requirepass: Some(crate::config::Password("s3cret".into())), ..facts() };
+    let gateway = Gateway::new(facts);
+    let id = gateway.open("127.0.0.1:50000".parse().expect("peer"), "127.0.0.1:7379".parse().expect("local"), 9);
+    (gateway, id)
+}
+
+#[test]
+fn requirepass_refuses_everything_but_auth_hello_and_quit_until_auth() {
+    // Goal: with `requirepass`, redis-server 7.0.15's answers (checked with redis-cli against
+    // `redis-server --requirepass`): NOAUTH for any known command, including gateway-answered
+    // and replicated ones; unknown commands and wrong arities keep their own errors; HELLO
+    // without AUTH is NOAUTH, a wrong password is WRONGPASS, and QUIT works.
+    let (gateway, id) = guarded();
+    for text in ["PING", "GET k", "SET k v", "CLIENT ID", "MULTI", "SELECT 0", "ECHO a", "COMMAND COUNT"] {
+        assert_eq!(
+            gateway.plan(id, &words(text)),
+            Action::Reply(Reply::Error(crate::gateway::auth::NOAUTH.into())),
+            "{text}"
+        );
+    }
+    assert!(error_text(answer(&gateway, id, "NOSUCH")).starts_with("ERR unknown command"));
+    assert_eq!(error_text(answer(&gateway, id, "GET")), "ERR wrong number of arguments for 'get' command");
+    assert!(error_text(answer(&gateway, id, "HELLO 3")).starts_with("NOAUTH HELLO must be called"));
+    assert_eq!(error_text(answer(&gateway, id, "HELLO 4")), "NOPROTO unsupported protocol version");
+    let wrongpass = "WRONGPASS invalid username-password pair or user is disabled.";
+    for text in ["AUTH secret", "AUTH default secret", "AUTH bob s3cret", "HELLO 3 AUTH default s3cre", "AUTH s3cret2"]
+    {
+        assert_eq!(error_text(answer(&gateway, id, text)), wrongpass, "{text}");
+    }
+    assert_eq!(gateway.version(id), RespVersion::Resp2, "a refused HELLO changes nothing");
+    assert_eq!(gateway.plan(id, &words("QUIT")), Action::Close(Reply::Simple("OK")));
+    assert!(matches!(gateway.plan(id, &words("PING")), Action::Reply(Reply::Error(_))), "still locked");
+}
+
+#[test]
+fn the_right_password_unlocks_the_connection_in_each_form() {
+    // Goal: `AUTH pass`, `AUTH default pass` and `HELLO 3 AUTH default pass` each unlock the
+    // connection; a later wrong AUTH does not lock it again (Redis keeps it authenticated); other
+    // connections stay locked.
+    for unlock in ["AUTH s3cret", "AUTH default s3cret", "HELLO 3 AUTH default s3cret"] {
+        let (gateway, id) = guarded();
+        assert!(!matches!(answer(&gateway, id, unlock), Reply::Error(_)), "{unlock}");
+        assert_eq!(answer(&gateway, id, "PING"), Reply::Simple("PONG"), "{unlock}");
+        assert!(matches!(gateway.plan(id, &words("GET k")), Action::Replicate(..)), "{unlock}");
+        assert!(error_text(answer(&gateway, id, "AUTH wrong")).starts_with("WRONGPASS"));
+        assert_eq!(answer(&gateway, id, "PING"), Reply::Simple("PONG"), "a wrong AUTH after a right one");
+        let other =
+            gateway.open("127.0.0.1:50001".parse().expect("peer"), "127.0.0.1:7379".parse().expect("local"), 10);
+        assert!(error_text(answer(&gateway, other, "PING")).starts_with("NOAUTH"), "another connection");
+    }
+    let (gateway, id) = guarded();
+    answer(&gateway, id, "HELLO 3 AUTH default s3cret");
+    assert_eq!(gateway.version(id), RespVersion::Resp3, "HELLO AUTH also switches the protocol");
+}
+
+#[test]
+fn passwords_compare_whole() {
+    // Goal: the constant-time comparison is still a comparison: prefixes, extensions, an empty
+    // password and a password repeated (the loop wraps over the expected one) are all wrong.
+    use crate::gateway::auth::same_password;
+    assert!(same_password(b"s3cret", b"s3cret"));
+    for given in [&b""[..], b"s3cre", b"s3cret!", b"s3crets3cret", b"S3cret"] {
+        assert!(!same_password(given, b"s3cret"), "{:?}", String::from_utf8_lossy(given));
+    }
+    assert!(same_password(b"", b""));
+}
+
 #[test]
 fn client_subcommands_answer_truthfully() {
     // Goal: CLIENT ID, GETNAME, SETNAME, SETINFO, INFO and LIST describe the connection; an
