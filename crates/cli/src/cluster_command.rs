@@ -432,6 +432,20 @@ fn prepare_data_dir(file: ClusterFile, wipe: bool) -> Result<ClusterFile, String
             count = names.len(),
         )
     };
+    let existing = existing_cluster_file(&data_dir);
+    let replicas = |f: &ClusterFile| f.nodes.iter().filter(|n| n.role == FileRole::Replica).count();
+    if let Ok(existing) = &existing
+        && (existing.protocol != file.protocol || replicas(existing) != replicas(&file))
+    {
+        return Err(refused(format!(
+            "It is a {} cluster with {} replicas, and these arguments ask for {} with {}: restarting it \
+             would not give that cluster.",
+            existing.protocol,
+            replicas(existing),
+            file.protocol,
+            replicas(&file)
+        )));
+    }
     if !protocol_info(&file.protocol).is_some_and(|info| info.state_on_disk) {
         return Err(refused(format!(
             "`cluster up` cannot restart a {} cluster: {}.",
@@ -439,18 +453,7 @@ fn prepare_data_dir(file: ClusterFile, wipe: bool) -> Result<ClusterFile, String
             restart_consequence(&file.protocol)
         )));
     }
-    let existing = existing_cluster_file(&data_dir).map_err(|why| refused(format!("{why}.")))?;
-    let replicas = |f: &ClusterFile| f.nodes.iter().filter(|n| n.role == FileRole::Replica).count();
-    if existing.protocol != file.protocol || replicas(&existing) != replicas(&file) {
-        return Err(refused(format!(
-            "It is a {} cluster with {} replicas, and these arguments ask for {} with {}: restarting it \
-             would not give that cluster.",
-            existing.protocol,
-            replicas(&existing),
-            file.protocol,
-            replicas(&file)
-        )));
-    }
+    let existing = existing.map_err(|why| refused(format!("{why}.")))?;
     println!("restarting the cluster in {} from its cluster.toml and its nodes' durable files", data_dir.display());
     if let Some(note) = differences(&file, &existing) {
         println!("{note}");
@@ -779,7 +782,8 @@ mod tests {
         let refused = prepare_data_dir(cluster_file(&five, dir.clone()).unwrap(), false).expect_err("5 replicas");
         assert!(refused.contains("with 3 replicas") && refused.contains("--wipe-data-dir"), "{refused}");
         let mencius = cluster_file(&up_args("mencius", vec![]), dir.clone()).unwrap();
-        assert!(prepare_data_dir(mencius, false).is_err(), "another protocol, and one without state on disk");
+        let refused = prepare_data_dir(mencius, false).expect_err("another protocol");
+        assert!(refused.contains("It is a multipaxos cluster"), "names the cluster that is there: {refused}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 
