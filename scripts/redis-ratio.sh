@@ -65,8 +65,10 @@ start_redis() {
 start_ordo() {
     local target=$1 protocol=$2 replicas=$3 port=$4 base=$5 binary=$6 args=$7
     # shellcheck disable=SC2086 # args is a list of words
+    # A fresh data directory per run: the default one (under ~/.local/share) would restart the
+    # previous run's cluster, log and all.
     "$binary" cluster up --protocol "$protocol" --replicas "$replicas" --redis-port "$port" --port-base "$base" \
-        --status-every 0 $args > "$WORK/$target.log" 2>&1 &
+        --data-dir "$WORK/$target.data" --status-every 0 $args > "$WORK/$target.log" 2>&1 &
     STARTED+=($!)
     PORT[$target]=$port
     for _ in $(seq 100); do

@@ -41,13 +41,16 @@ pub struct UpArgs {
     /// range must end by 65535.
     #[arg(long, default_value_t = 7400)]
     pub port_base: u16,
-    /// Directory for the cluster file and the nodes' durable files (default: a fresh temporary one).
-    /// A directory that holds an earlier cluster's files is refused (see --wipe-data-dir).
+    /// Directory for the cluster file and the nodes' durable files (default:
+    /// `$XDG_DATA_HOME/ordo/clusters/PROTOCOL-PORTBASE`, `$XDG_DATA_HOME` being
+    /// `~/.local/share` when unset). A directory that holds an earlier cluster is restarted from
+    /// its cluster.toml when the protocol keeps its state on disk, and refused otherwise.
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
     /// Delete an earlier cluster's files (cluster.toml and the nodes' durable files,
-    /// `<name>-n<id>.log`) from --data-dir before starting; nothing else there is touched.
-    #[arg(long, requires = "data_dir")]
+    /// `<name>-n<id>.log`) from the data directory and start a new cluster; nothing else there
+    /// is touched.
+    #[arg(long)]
     pub wipe_data_dir: bool,
     /// Run without a cluster key: datagrams are checksummed, not authenticated. Every node of
     /// `cluster up` is on 127.0.0.1, so only local processes can reach them; this is for
@@ -436,45 +439,112 @@ fn earlier_cluster_files(data_dir: &Path) -> Result<Vec<PathBuf>, String> {
     Ok(files)
 }
 
-/// Makes `data_dir` ready for a new cluster. Its nodes would boot from an earlier cluster's
-/// durable files as if they had crashed and restarted: replicas of a protocol that recovers
-/// would resume the old cluster's state, those of a crash-stop protocol would all retire and
-/// the cluster would never answer. So such a directory is refused, unless `wipe`, which deletes
-/// those files (and only those).
-fn prepare_data_dir(data_dir: &Path, wipe: bool, protocol: &str) -> Result<(), String> {
-    let earlier = earlier_cluster_files(data_dir)?;
-    if earlier.is_empty() {
-        return Ok(());
-    }
-    if wipe {
-        for file in &earlier {
-            std::fs::remove_file(file).map_err(|e| format!("--wipe-data-dir: {}: {e}", file.display()))?;
+/// Makes the data directory of `file` ready and returns the cluster file to start. An empty or
+/// missing directory gets the new cluster `file`; `wipe` first deletes an earlier cluster's files
+/// (and only those). A directory that holds an earlier cluster is restarted from its own
+/// `cluster.toml`, so that its nodes, ports and options stay as they were, when the protocol
+/// keeps its state on disk and the arguments name the same protocol and replica count; it is
+/// refused otherwise, since its nodes would boot from those files as restarted nodes (a
+/// crash-stop protocol's replicas would all retire, a diskless one's would wait for live peers
+/// that never come, and the cluster would never answer).
+fn prepare_data_dir(file: ClusterFile, wipe: bool) -> Result<ClusterFile, String> {
+    let data_dir = file.data_dir.clone();
+    let earlier = earlier_cluster_files(&data_dir)?;
+    if !earlier.is_empty() && wipe {
+        for path in &earlier {
+            std::fs::remove_file(path).map_err(|e| format!("--wipe-data-dir: {}: {e}", path.display()))?;
         }
         println!("deleted {} files of an earlier cluster from {}", earlier.len(), data_dir.display());
-        return Ok(());
+    }
+    if earlier.is_empty() || wipe {
+        println!("new cluster in {}", data_dir.display());
+        return Ok(file);
     }
     let names: Vec<String> =
         earlier.iter().filter_map(|f| f.file_name()).map(|n| n.to_string_lossy().into_owned()).collect();
     let shown = if names.len() > 4 { format!("{}, ...", names[..4].join(", ")) } else { names.join(", ") };
-    Err(format!(
-        "{dir} holds the files of an earlier cluster ({count}: {shown}). `cluster up` starts a new cluster, and \
-         its nodes would boot from those files as restarted nodes ({consequence}). Add --wipe-data-dir to delete \
-         them first, or choose another --data-dir. To restart one node of a running cluster instead, run \
-         `ordo node --config {dir}/cluster.toml --id NAME`.",
-        dir = data_dir.display(),
-        count = names.len(),
-        consequence = restart_consequence(protocol),
+    let refused = |why: String| {
+        format!(
+            "{dir} holds the files of an earlier cluster ({count}: {shown}). {why} Add --wipe-data-dir to \
+             delete them first, or choose another --data-dir. To restart one node of a running cluster instead, \
+             run `ordo node --config {dir}/cluster.toml --id NAME`.",
+            dir = data_dir.display(),
+            count = names.len(),
+        )
+    };
+    let existing = existing_cluster_file(&data_dir);
+    let replicas = |f: &ClusterFile| f.nodes.iter().filter(|n| n.role == FileRole::Replica).count();
+    if let Ok(existing) = &existing
+        && (existing.protocol != file.protocol || replicas(existing) != replicas(&file))
+    {
+        return Err(refused(format!(
+            "It is a {} cluster with {} replicas, and these arguments ask for {} with {}: restarting it \
+             would not give that cluster.",
+            existing.protocol,
+            replicas(existing),
+            file.protocol,
+            replicas(&file)
+        )));
+    }
+    if !protocol_info(&file.protocol).is_some_and(|info| info.state_on_disk) {
+        return Err(refused(format!(
+            "`cluster up` cannot restart a {} cluster: {}.",
+            file.protocol,
+            restart_consequence(&file.protocol)
+        )));
+    }
+    let existing = existing.map_err(|why| refused(format!("{why}.")))?;
+    println!("restarting the cluster in {} from its cluster.toml and its nodes' durable files", data_dir.display());
+    if let Some(note) = differences(&file, &existing) {
+        println!("{note}");
+    }
+    Ok(existing)
+}
+
+/// The cluster file an earlier cluster left in `data_dir`, set to that directory (it may have
+/// been moved since), or why it cannot be used.
+fn existing_cluster_file(data_dir: &Path) -> Result<ClusterFile, String> {
+    let path = data_dir.join("cluster.toml");
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| format!("Its cluster file {} cannot be read ({e})", path.display()))?;
+    let mut existing =
+        ClusterFile::parse(&text).map_err(|e| format!("Its cluster file {} is not valid ({e})", path.display()))?;
+    existing.data_dir = data_dir.to_path_buf();
+    Ok(existing)
+}
+
+/// A note naming the lines where the cluster file these arguments would write differs from
+/// the one a restart uses as written (ports, client nodes, protocol options), if any.
+fn differences(wanted: &ClusterFile, existing: &ClusterFile) -> Option<String> {
+    let (wanted, existing) = (wanted.to_toml(), existing.to_toml());
+    let only_in = |a: &str, b: &str| -> Vec<String> {
+        let lines: std::collections::BTreeSet<&str> = b.lines().collect();
+        a.lines().filter(|line| !lines.contains(line)).map(|line| line.trim().to_string()).take(6).collect()
+    };
+    let (given, kept) = (only_in(&wanted, &existing), only_in(&existing, &wanted));
+    if given.is_empty() && kept.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "note: its cluster.toml differs from these arguments and is used as written (it has: {}; the arguments \
+         would give: {}); add --wipe-data-dir to start a new cluster with the arguments instead",
+        kept.join(", "),
+        given.join(", ")
     ))
 }
 
-/// What restarting every replica from its files would do, for the protocol's crash model.
+/// Why `cluster up` cannot restart a cluster of this protocol from its files.
 fn restart_consequence(protocol: &str) -> &'static str {
     struct Consequence;
     impl ProtocolVisitor for Consequence {
         type Output = &'static str;
         fn visit<P: Protocol>(self) -> &'static str {
             match P::crash_model() {
-                CrashModel::Recover => "they would resume the earlier cluster's state",
+                CrashModel::Recover if P::state_on_disk() => "its replicas would resume the earlier cluster's state",
+                CrashModel::Recover => {
+                    "its replicas keep no state on disk (they rebuild it from live peers), so with every one \
+                     restarted at once none would serve again"
+                }
                 CrashModel::Stop => "this protocol is crash-stop: every restarted replica stays down for good",
             }
         }
@@ -482,18 +552,40 @@ fn restart_consequence(protocol: &str) -> &'static str {
     with_protocol(protocol, Consequence).unwrap_or("")
 }
 
-fn fresh_dir(prefix: &str) -> PathBuf {
-    let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-    std::env::temp_dir().join(format!("{prefix}-{}-{stamp}", std::process::id()))
+/// Where `cluster up` keeps a cluster without --data-dir: a directory that survives a reboot,
+/// `$XDG_DATA_HOME/ordo/clusters/PROTOCOL-PORTBASE` (`$XDG_DATA_HOME` defaults to
+/// `$HOME/.local/share`). Two clusters cannot share a port base, so the name tells one local
+/// cluster from another, and the same command starts the same cluster again.
+fn default_data_dir(protocol: &str, port_base: u16) -> Result<PathBuf, String> {
+    let absolute = |name: &str| std::env::var_os(name).map(PathBuf::from).filter(|path| path.is_absolute());
+    let base = absolute("XDG_DATA_HOME")
+        .or_else(|| absolute("HOME").map(|home| home.join(".local/share")))
+        .ok_or("neither XDG_DATA_HOME nor HOME is set to an absolute path: give the cluster a --data-dir")?;
+    Ok(base.join("ordo").join("clusters").join(format!("{protocol}-{port_base}")))
 }
 
 /// Builds and checks everything `cluster up` needs before it starts a process: the cluster
 /// file, the data directory, the replica count. An error is the user's to fix (exit 2).
 fn prepare(args: &UpArgs) -> Result<ClusterFile, String> {
-    let data_dir = args.data_dir.clone().unwrap_or_else(|| fresh_dir("ordo-cluster"));
+    let data_dir = match &args.data_dir {
+        Some(data_dir) => data_dir.clone(),
+        None => default_data_dir(&args.protocol, args.port_base)?,
+    };
     let file = cluster_file(args, data_dir.clone())?;
     refuse_idle_replicas(args, &file)?;
-    prepare_data_dir(&data_dir, args.wipe_data_dir, &args.protocol)?;
+    // A cluster that keeps no state on disk cannot be restarted; in the default directory, which
+    // the user did not choose, a new cluster replaces it (a chosen one is refused instead).
+    let state_on_disk = protocol_info(&args.protocol).is_some_and(|info| info.state_on_disk);
+    let replace = args.data_dir.is_none() && !state_on_disk && !args.wipe_data_dir;
+    if replace && !earlier_cluster_files(&data_dir)?.is_empty() {
+        println!(
+            "the earlier {} cluster in {} cannot be restarted ({}): a new one replaces it",
+            args.protocol,
+            data_dir.display(),
+            restart_consequence(&args.protocol)
+        );
+    }
+    let file = prepare_data_dir(file, args.wipe_data_dir || replace)?;
     println!("data directory: {} (the cluster file, each node's log and durable files)", data_dir.display());
     if let Some(warning) = no_failure_tolerated(args.replicas) {
         eprintln!("{warning}");
@@ -697,19 +789,61 @@ mod tests {
         // `r0-n0.log`, `gateway-n5.log`, a node's text log and a user's `up.log`.
         let dir = std::env::temp_dir().join(format!("ordo-wipe-test-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        assert_eq!(prepare_data_dir(&dir, false, "tempo"), Ok(()), "a missing directory is ready");
+        let tempo = cluster_file(&up_args("tempo", vec![]), dir.clone()).unwrap();
+        assert_eq!(prepare_data_dir(tempo.clone(), false), Ok(tempo.clone()), "a missing directory is ready");
         std::fs::create_dir_all(&dir).unwrap();
         let names = ["cluster.toml", "r0-n0.log", "gateway-n5.log", "r0.log.txt", "up.log"];
         for name in names {
             std::fs::write(dir.join(name), "earlier").unwrap();
         }
-        let refused = prepare_data_dir(&dir, false, "tempo").expect_err("refused without --wipe-data-dir");
+        let refused = prepare_data_dir(tempo.clone(), false).expect_err("refused without --wipe-data-dir");
         assert!(refused.contains("crash-stop"), "says what would happen for this protocol: {refused}");
-        assert!(prepare_data_dir(&dir, false, "multipaxos").expect_err("refused").contains("resume"));
-        assert_eq!(prepare_data_dir(&dir, true, "tempo"), Ok(()));
+        let nezha = cluster_file(&up_args("nezha", vec![]), dir.clone()).unwrap();
+        assert!(prepare_data_dir(nezha, false).expect_err("refused").contains("no state on disk"));
+        assert_eq!(prepare_data_dir(tempo.clone(), true), Ok(tempo.clone()));
         let left: Vec<&str> = names.into_iter().filter(|name| dir.join(name).exists()).collect();
         assert_eq!(left, ["r0.log.txt", "up.log"], "only the earlier cluster's files are deleted");
-        assert_eq!(prepare_data_dir(&dir, false, "tempo"), Ok(()), "ready once wiped");
+        assert_eq!(prepare_data_dir(tempo.clone(), false), Ok(tempo), "ready once wiped");
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn an_earlier_cluster_on_disk_is_restarted_from_its_own_file() {
+        // Goal: `cluster up` over a directory that holds a cluster of a protocol that keeps its
+        // state on disk restarts that cluster from its cluster.toml (same nodes and ports, a
+        // note on what differs from the arguments), and refuses arguments that name another
+        // protocol or replica count, saying how to start over. Method: a Multi-Paxos file with
+        // port base 9000 and a durable file written, then `prepare_data_dir` with other
+        // arguments.
+        let dir = std::env::temp_dir().join(format!("ordo-restart-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let earlier = cluster_file(&up_args("multipaxos", vec![]), dir.clone()).unwrap();
+        std::fs::write(dir.join("cluster.toml"), earlier.to_toml()).unwrap();
+        std::fs::write(dir.join("r1-n0.log"), "records").unwrap();
+        assert_eq!(prepare_data_dir(earlier.clone(), false), Ok(earlier.clone()), "the same arguments");
+        let mut other_ports = up_args("multipaxos", vec![]);
+        other_ports.port_base = 9100;
+        let wanted = cluster_file(&other_ports, dir.clone()).unwrap();
+        assert_eq!(differences(&earlier, &earlier), None);
+        let note = differences(&wanted, &earlier).expect("the ports differ");
+        assert!(note.contains("127.0.0.1:9000") && note.contains("127.0.0.1:9100"), "{note}");
+        assert_eq!(prepare_data_dir(wanted, false), Ok(earlier.clone()), "the file's ports, not the arguments'");
+        let mut five = up_args("multipaxos", vec![]);
+        five.replicas = 5;
+        let refused = prepare_data_dir(cluster_file(&five, dir.clone()).unwrap(), false).expect_err("5 replicas");
+        assert!(refused.contains("with 3 replicas") && refused.contains("--wipe-data-dir"), "{refused}");
+        let mencius = cluster_file(&up_args("mencius", vec![]), dir.clone()).unwrap();
+        let refused = prepare_data_dir(mencius, false).expect_err("another protocol");
+        assert!(refused.contains("It is a multipaxos cluster"), "names the cluster that is there: {refused}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn the_default_data_dir_is_named_after_protocol_and_port_base() {
+        // Goal: without --data-dir a cluster lives where a reboot keeps it, under the user's
+        // data directory, and the same protocol and port base find the same directory.
+        let dir = default_data_dir("multipaxos", 7400).expect("HOME or XDG_DATA_HOME is set where tests run");
+        assert!(dir.is_absolute() && dir.ends_with("ordo/clusters/multipaxos-7400"), "{}", dir.display());
     }
 }

@@ -3,7 +3,14 @@
 use std::process::{Command, Output};
 
 fn ordo(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ordo")).args(args).output().expect("ordo runs")
+    Command::new(env!("CARGO_BIN_EXE_ordo")).args(args).env("XDG_DATA_HOME", data_home()).output().expect("ordo runs")
+}
+
+/// The user data directory the tests give `ordo`: `cluster up` without --data-dir keeps its
+/// cluster there, and it must neither touch the user's own nor find a cluster an earlier run
+/// left (one directory per test process, under the temporary directory).
+fn data_home() -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("ordo-cli-test-{}-data-home", std::process::id()))
 }
 
 fn stdout(output: &Output) -> String {
@@ -286,6 +293,7 @@ fn cluster_up_until_exit(args: &[&str]) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_ordo"))
         .args(["cluster", "up", "--status-every", "0"])
         .args(args)
+        .env("XDG_DATA_HOME", data_home())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -407,6 +415,7 @@ fn cluster_up_reports_a_node_that_dies_and_exits_1() {
     let mut child = Command::new(env!("CARGO_BIN_EXE_ordo"))
         .args(["cluster", "up", "--protocol", "multipaxos", "--clients", "4", "--status-every", "0"])
         .args(["--port-base", "29900", "--redis-port", "29899"])
+        .env("XDG_DATA_HOME", data_home())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()

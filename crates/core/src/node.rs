@@ -532,6 +532,16 @@ pub trait Protocol: Sized + 'static {
         CrashModel::Recover
     }
 
+    /// True when a replica's durable records hold everything it promised (its log, or a
+    /// snapshot and the log after it), so that every process of a cluster may stop at once (a
+    /// power cut) and the cluster, restarted from its files, loses no acknowledged write.
+    /// False for crash-stop protocols and for diskless recovery, where a replica persists
+    /// only markers and bounds and rebuilds its state from f + 1 live peers: with all of them
+    /// restarted at once there is no peer left to rebuild from.
+    fn state_on_disk() -> bool {
+        false
+    }
+
     /// How many nodes of an extra role (proxy, sequencer, controller) random fault plans may
     /// crash or pause at once. Replicas are bounded by f and [`Protocol::crash_model`]; clients
     /// are never crashed. A protocol opts its extra roles in: stateless proxies can take any

@@ -53,6 +53,8 @@ pub struct ProtocolInfo {
     pub fast_path: bool,
     /// [`Protocol::replicas_max`].
     pub replicas_max: Option<usize>,
+    /// [`Protocol::state_on_disk`]: the cluster survives stopping every process at once.
+    pub state_on_disk: bool,
 }
 
 /// The registered protocol called `name`, if any.
@@ -86,6 +88,7 @@ macro_rules! registry {
                 canary: $canary,
                 fast_path: <$protocol as Protocol>::has_fast_path(),
                 replicas_max: <$protocol as Protocol>::replicas_max(),
+                state_on_disk: <$protocol as Protocol>::state_on_disk(),
             });)*
             all
         }

@@ -42,6 +42,15 @@ pub struct Cluster {
     pub data_dir: PathBuf,
     /// Nodes the test restarted; killed on drop.
     pub restarted: Vec<Child>,
+    /// True once the processes were killed for a restart: the data directory stays.
+    keep: bool,
+}
+
+/// True when `pid` has exited (gone, or a zombie: its sockets are closed).
+fn process_gone(pid: u32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The state follows the command name in parentheses, which may itself contain spaces.
+    stat.rsplit_once(')').is_none_or(|(_, rest)| rest.trim_start().starts_with('Z'))
 }
 
 impl Cluster {
@@ -51,10 +60,19 @@ impl Cluster {
         let (port_base, redis_port) = ports(first_port);
         let data_dir = std::env::temp_dir().join(format!("ordo-runtime-test-{}-{port_base}", std::process::id()));
         let _ = std::fs::remove_dir_all(&data_dir);
+        let mut arguments: Vec<String> =
+            ["--clients", &clients.to_string(), "--port-base", &port_base.to_string()].map(String::from).to_vec();
+        arguments.extend(["--redis-port".to_string(), redis_port.to_string()]);
+        Cluster::up(protocol, replicas, &arguments, data_dir, redis_port)
+    }
+
+    /// Runs `cluster up` with `arguments` over `data_dir` (which may hold a cluster to restart)
+    /// and waits until it says the nodes are ready; the gateway listens on `redis_port`.
+    pub fn up(protocol: &str, replicas: usize, arguments: &[String], data_dir: PathBuf, redis_port: u16) -> Cluster {
         let mut up = Command::new(env!("CARGO_BIN_EXE_ordo"))
             .args(["cluster", "up", "--protocol", protocol, "--status-every", "0"])
-            .args(["--replicas", &replicas.to_string(), "--clients", &clients.to_string()])
-            .args(["--port-base", &port_base.to_string(), "--redis-port", &redis_port.to_string()])
+            .args(["--replicas", &replicas.to_string()])
+            .args(arguments)
             .arg("--data-dir")
             .arg(&data_dir)
             .stdout(Stdio::piped())
@@ -68,28 +86,56 @@ impl Cluster {
                 let _ = sender.send(line);
             }
         });
-        let mut pids = Vec::new();
-        let mut metrics = Vec::new();
+        let mut cluster = Cluster {
+            up,
+            pids: Vec::new(),
+            redis_port,
+            metrics: Vec::new(),
+            data_dir,
+            restarted: Vec::new(),
+            keep: false,
+        };
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
-            let line = receiver.recv_timeout(left).unwrap_or_else(|_| {
-                let _ = up.kill();
-                panic!("cluster up for {protocol} did not get ready in time (see {})", data_dir.display())
-            });
+            let Ok(line) = receiver.recv_timeout(left) else {
+                panic!("cluster up for {protocol} did not get ready in time (see {})", cluster.data_dir.display())
+            };
             let words: Vec<&str> = line.split_whitespace().collect();
             if words.first() == Some(&"started") && words.len() == 4 {
-                pids.push((words[1].to_string(), words[3].parse().expect("pid")));
+                cluster.pids.push((words[1].to_string(), words[3].parse().expect("pid")));
             }
             if words.len() == 3 && words[1] == "metrics" {
                 let address = words[2].trim_start_matches("http://").trim_end_matches("/metrics");
-                metrics.push((words[0].to_string(), address.parse().expect("metrics address")));
+                cluster.metrics.push((words[0].to_string(), address.parse().expect("metrics address")));
             }
             if line.starts_with("Ctrl-C") {
-                break;
+                return cluster;
             }
         }
-        Cluster { up, pids, redis_port, metrics, data_dir, restarted: Vec::new() }
+    }
+
+    /// SIGKILL to `cluster up` and every node process, all at once, as a power cut would stop
+    /// them; returns when every one is gone, keeping the data directory for a restart.
+    pub fn kill_all(mut self) {
+        let mut pids: Vec<u32> = self.pids.iter().map(|(_, pid)| *pid).collect();
+        pids.extend(self.restarted.iter().map(Child::id));
+        pids.push(self.up.id());
+        for &pid in &pids {
+            // SAFETY: SIGKILL to processes this cluster started, by their pids.
+            unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+        }
+        let _ = self.up.wait();
+        for child in &mut self.restarted {
+            let _ = child.wait();
+        }
+        // The nodes are `cluster up`'s children: reaped by init, or zombies that hold no port.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !pids.iter().all(|&pid| process_gone(pid)) {
+            assert!(Instant::now() < deadline, "a killed node process is still running");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        self.keep = true;
     }
 
     /// A Redis connection to the gateway.
@@ -128,6 +174,9 @@ impl Drop for Cluster {
             let _ = child.kill();
             let _ = child.wait();
         }
+        if self.keep {
+            return;
+        }
         // SAFETY: signalling the `cluster up` process this test started, by its pid.
         unsafe { libc::kill(self.up.id() as libc::pid_t, libc::SIGINT) };
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -157,13 +206,60 @@ impl Load {
             next_process: AtomicU64::new(0),
             completed: AtomicU64::new(0),
         });
-        let workers = (0..threads)
+        let workers = load.resume(port, threads);
+        (load, workers)
+    }
+
+    /// Starts `threads` more clients on the gateway at `port`, recording into the same history
+    /// (after [`Load::stop`], for a cluster started again).
+    pub fn resume(self: &Arc<Self>, port: u16, threads: u64) -> Vec<JoinHandle<()>> {
+        self.stop.store(false, Ordering::SeqCst);
+        (0..threads)
             .map(|w| {
-                let load = load.clone();
+                let load = self.clone();
                 std::thread::spawn(move || worker(port, w, load))
             })
-            .collect();
-        (load, workers)
+            .collect()
+    }
+
+    /// Acknowledged writes in the history so far.
+    pub fn writes_acknowledged(&self) -> usize {
+        self.writes(EventKind::Ok)
+    }
+
+    /// Writes in the history so far whose outcome is unknown (`info`: no reply, or a timeout).
+    pub fn writes_indeterminate(&self) -> usize {
+        self.writes(EventKind::Info)
+    }
+
+    fn writes(&self, kind: EventKind) -> usize {
+        let history = self.history.lock().expect("history lock");
+        history.iter().filter(|e| e.kind == kind && e.op == OpKind::Write).count()
+    }
+
+    /// Reads every key once with a fresh client, recorded, retrying a read that fails until
+    /// `deadline` (a cluster that just started may not serve yet). Panics past the deadline.
+    pub fn read_every_key(&self, cluster: &Cluster, deadline: Instant) {
+        for key in KEYS {
+            loop {
+                let process = self.next_process.fetch_add(1, Ordering::SeqCst);
+                record(self, process, EventKind::Invoke, OpKind::Read, key, None);
+                let read = redis::Client::open(format!("redis://127.0.0.1:{}/", cluster.redis_port))
+                    .and_then(|client| client.get_connection_with_timeout(Duration::from_secs(2)))
+                    .and_then(|mut redis| redis::cmd("GET").arg(key).query::<Option<String>>(&mut redis));
+                match read {
+                    Ok(value) => {
+                        record(self, process, EventKind::Ok, OpKind::Read, key, value);
+                        break;
+                    }
+                    Err(error) => {
+                        record(self, process, EventKind::Info, OpKind::Read, key, None);
+                        assert!(Instant::now() < deadline, "no read of {key} served in time: {error}");
+                        std::thread::sleep(Duration::from_millis(50));
+                    }
+                }
+            }
+        }
     }
 
     /// Operations completed so far.
@@ -190,14 +286,21 @@ impl Load {
             let value: Option<String> = redis::cmd("GET").arg(key).query(&mut redis).expect("final read");
             record(self, process, EventKind::Ok, OpKind::Read, key, value);
         }
+        self.check(name).unwrap_or_else(|violation| panic!("{violation}"))
+    }
+
+    /// Checks the history recorded so far for linearizability (and empties it): the number of
+    /// `ok` events, or the violation, with the history saved under `name` in the temporary
+    /// directory.
+    pub fn check(&self, name: &str) -> Result<usize, String> {
         let history = std::mem::take(&mut *self.history.lock().expect("history lock"));
         if let Err(violation) = ordo_check::linearizability::check_linearizable(&history) {
             let path = std::env::temp_dir().join(format!("ordo-{name}-history.jsonl"));
             let lines: Vec<String> = history.iter().map(HistoryEvent::to_json_line).collect();
             let _ = std::fs::write(&path, lines.join("\n"));
-            panic!("{name}: history not linearizable ({violation}); saved to {}", path.display());
+            return Err(format!("{name}: history not linearizable ({violation}); saved to {}", path.display()));
         }
-        history.iter().filter(|e| e.kind == EventKind::Ok).count()
+        Ok(history.iter().filter(|e| e.kind == EventKind::Ok).count())
     }
 }
 

@@ -322,6 +322,11 @@ impl Protocol for MultiPaxos {
         &["view_change", "state_transfer"]
     }
 
+    /// The log (or a snapshot and the log after it) is durable before a replica acknowledges it.
+    fn state_on_disk() -> bool {
+        true
+    }
+
     fn validate_config(config: &Config) -> Result<(), String> {
         config.validate()
     }

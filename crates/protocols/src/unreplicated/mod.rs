@@ -63,6 +63,11 @@ impl Protocol for Unreplicated {
         Some(1)
     }
 
+    /// The server logs each command durably before it replies.
+    fn state_on_disk() -> bool {
+        true
+    }
+
     fn client_window(config: &Config) -> usize {
         config.client_window
     }
