@@ -142,8 +142,5 @@ fn requirepass_and_gateway_limits_round_trip_and_old_files_get_defaults() {
     assert_eq!((file.runtime.idle_timeout_ns, file.runtime.pipeline_depth_max), (0, 8));
     assert_eq!(ClusterFile::parse(&file.to_toml()).expect("round trip"), file);
     assert!(!format!("{file:?}").contains("s3cret"), "Debug hides the password");
-    assert!(
-        ClusterFile::parse(&format!("{old}[runtime]\nno_such_limit = 1\n")).is_err(),
-        "unknown keys are errors"
-    );
+    assert!(ClusterFile::parse(&format!("{old}[runtime]\nno_such_limit = 1\n")).is_err(), "unknown keys are errors");
 }
