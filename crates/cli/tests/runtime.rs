@@ -29,7 +29,7 @@ use std::net::TcpStream;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-/// The first port of this binary's range (`nopaxos_sequencer.rs` takes 40000 up).
+/// The first port of this binary's range (below 32768, where the ephemeral ports start).
 const FIRST_PORT: u16 = 20_000;
 
 /// Protocols that by design do not survive the loss of a replica (they are still tested with

@@ -16,7 +16,7 @@
 //! `a_restart_that_forgot_its_durable_files_is_caught` is the negative control: the same run
 //! with the durable files deleted before the restart must fail the check.
 //!
-//! Ports 33000-33999 only (this binary's range); `ORDO_RUNTIME_PROTOCOLS=multipaxos` restricts
+//! Ports 30000-30999 only (this binary's range); `ORDO_RUNTIME_PROTOCOLS=multipaxos` restricts
 //! the first test to the protocols named.
 
 mod common;
@@ -27,8 +27,8 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-/// The first port of this binary's range, which ends at 33999.
-const FIRST_PORT: u16 = 33_000;
+/// The first port of this binary's range, which ends at 30999 (below the ephemeral ports).
+const FIRST_PORT: u16 = 30_000;
 /// Kills and restarts per protocol.
 const ROUNDS: usize = 5;
 /// From the kill to every key read again from the restarted cluster.
