@@ -26,6 +26,13 @@ const COMPLAINTS_MAX: usize = 64;
 /// put together.
 pub(super) struct Incoming {
     receiver: Receiver,
+    checks: Checks,
+}
+
+/// What a datagram (or a large message) is checked against on its way to a node: the cluster
+/// and its key, the replay window, the table of fragmented messages, and the log of rejected
+/// senders. Apart from the receiver, whose buffer a datagram borrows while it is checked.
+struct Checks {
     cluster_hash: u64,
     key: Option<ClusterKey>,
     replay: ReplayGuard,
@@ -79,15 +86,17 @@ impl Incoming {
     pub(super) fn new(cluster_hash: u64, key: Option<ClusterKey>, datagram_max: usize) -> Self {
         Incoming {
             receiver: Receiver::new(RECV_SLOTS),
-            cluster_hash,
-            key,
-            replay: ReplayGuard::default(),
-            complaints: Complaints::default(),
-            reassembly: Reassembly::new(
-                REASSEMBLY_ENTRIES_MAX,
-                wire::message_len_max(datagram_max),
-                REASSEMBLY_EXPIRY_NS,
-            ),
+            checks: Checks {
+                cluster_hash,
+                key,
+                replay: ReplayGuard::default(),
+                complaints: Complaints::default(),
+                reassembly: Reassembly::new(
+                    REASSEMBLY_ENTRIES_MAX,
+                    wire::message_len_max(datagram_max),
+                    REASSEMBLY_EXPIRY_NS,
+                ),
+            },
         }
     }
 
@@ -124,19 +133,7 @@ impl Incoming {
                 *transport.dropped.entry("unknown_sender").or_default() += 1;
                 continue;
             };
-            // The receiver's buffer is borrowed while its datagram is decoded, so decoding
-            // borrows the fields it needs, not the whole of `self`.
-            let mut decoding = Decoding {
-                cluster_hash: self.cluster_hash,
-                key: self.key.as_ref(),
-                replay: &mut self.replay,
-                complaints: &mut self.complaints,
-                routes,
-                reassembly: &mut self.reassembly,
-                transport: &mut *transport,
-                inbox: &mut *inbox,
-            };
-            on_datagram(&mut decoding, datagram.bytes, source);
+            self.checks.on_datagram(datagram.bytes, source, routes, transport, inbox);
         }
         transport.receive_calls += u64::from(count > 0);
         match result {
@@ -166,88 +163,75 @@ impl Incoming {
             *transport.dropped.entry("unknown_sender").or_default() += 1;
             return;
         };
-        let mut decoding = Decoding {
-            cluster_hash: self.cluster_hash,
-            key: self.key.as_ref(),
-            replay: &mut self.replay,
-            complaints: &mut self.complaints,
-            routes,
-            reassembly: &mut self.reassembly,
-            transport,
-            inbox,
-        };
-        on_datagram(&mut decoding, sealed, source);
+        self.checks.on_datagram(sealed, source, routes, transport, inbox);
     }
 
     /// Fragmented messages being reassembled.
     pub(super) fn reassembly_partial(&self) -> usize {
-        self.reassembly.len()
+        self.checks.reassembly.len()
     }
 
     /// Fragmented messages given up.
     pub(super) fn reassembly_abandoned(&self) -> u64 {
-        self.reassembly.abandoned
+        self.checks.reassembly.abandoned
     }
 }
 
-/// What decoding a datagram touches.
-struct Decoding<'a, P: Protocol> {
-    cluster_hash: u64,
-    key: Option<&'a ClusterKey>,
-    replay: &'a mut ReplayGuard,
-    complaints: &'a mut Complaints,
-    routes: &'a Routes,
-    reassembly: &'a mut Reassembly,
-    transport: &'a mut Transport,
-    inbox: &'a mut Inbox<P>,
-}
-
-/// Checks a datagram and queues its messages for their nodes. Each frame is checked on its own:
-/// its sender must live at the datagram's source address, and its receiver here.
-fn on_datagram<P: Protocol>(decoding: &mut Decoding<'_, P>, datagram: &[u8], source: SocketAddr) {
-    let (Received { header, sequence, keyed }, frames) =
-        match wire::decode(datagram, decoding.cluster_hash, decoding.key) {
-            Ok(decoded) => decoded,
-            Err(error) => {
-                *decoding.transport.dropped.entry(wire_reason(error)).or_default() += 1;
-                decoding.complaints.on_rejected(source, error);
-                return;
-            }
-        };
-    // Only a keyed datagram is known to come from a holder of the key; without a key the
-    // fault shim's duplicates must reach the protocols, as the simulator's do.
-    if keyed && let Err(replay) = decoding.replay.accept(source, header.boot, sequence, monotonic_ns()) {
-        *decoding.transport.dropped.entry(replay.reason()).or_default() += 1;
-        return;
-    }
-    for frame in frames {
-        if decoding.routes.address(NodeId(frame.from)) != Some(source) {
-            *decoding.transport.dropped.entry("unknown_sender").or_default() += 1;
-            continue;
-        }
-        let Some(local) = decoding.routes.local(NodeId(frame.to)) else {
-            *decoding.transport.dropped.entry("not_hosted_here").or_default() += 1;
-            continue;
-        };
-        let whole = match frame.body {
-            Body::Whole(bytes) => postcard::from_bytes::<P::Message>(bytes),
-            Body::Fragment { message, index, count, bytes } => {
-                let now = monotonic_ns();
-                let abandoned = decoding.reassembly.abandoned;
-                let whole = decoding.reassembly.add(now, frame.from, header.boot, message, index, count, bytes);
-                log_abandoned(abandoned, decoding.reassembly.abandoned, frame.from);
-                match whole {
-                    Some(whole) => postcard::from_bytes::<P::Message>(&whole),
-                    None => continue,
+impl Checks {
+    /// Checks a datagram and queues its messages for their nodes. Each frame is checked on its own:
+    /// its sender must live at the datagram's source address, and its receiver here.
+    fn on_datagram<P: Protocol>(
+        &mut self,
+        datagram: &[u8],
+        source: SocketAddr,
+        routes: &Routes,
+        transport: &mut Transport,
+        inbox: &mut Inbox<P>,
+    ) {
+        let (Received { header, sequence, keyed }, frames) =
+            match wire::decode(datagram, self.cluster_hash, self.key.as_ref()) {
+                Ok(decoded) => decoded,
+                Err(error) => {
+                    *transport.dropped.entry(wire_reason(error)).or_default() += 1;
+                    self.complaints.on_rejected(source, error);
+                    return;
                 }
+            };
+        // Only a keyed datagram is known to come from a holder of the key; without a key the
+        // fault shim's duplicates must reach the protocols, as the simulator's do.
+        if keyed && let Err(replay) = self.replay.accept(source, header.boot, sequence, monotonic_ns()) {
+            *transport.dropped.entry(replay.reason()).or_default() += 1;
+            return;
+        }
+        for frame in frames {
+            if routes.address(NodeId(frame.from)) != Some(source) {
+                *transport.dropped.entry("unknown_sender").or_default() += 1;
+                continue;
             }
-        };
-        match whole {
-            Ok(message) => {
-                decoding.transport.messages_received += 1;
-                decoding.inbox.push_back((local, Input { from: NodeId(frame.from), message }));
+            let Some(local) = routes.local(NodeId(frame.to)) else {
+                *transport.dropped.entry("not_hosted_here").or_default() += 1;
+                continue;
+            };
+            let whole = match frame.body {
+                Body::Whole(bytes) => postcard::from_bytes::<P::Message>(bytes),
+                Body::Fragment { message, index, count, bytes } => {
+                    let now = monotonic_ns();
+                    let abandoned = self.reassembly.abandoned;
+                    let whole = self.reassembly.add(now, frame.from, header.boot, message, index, count, bytes);
+                    log_abandoned(abandoned, self.reassembly.abandoned, frame.from);
+                    match whole {
+                        Some(whole) => postcard::from_bytes::<P::Message>(&whole),
+                        None => continue,
+                    }
+                }
+            };
+            match whole {
+                Ok(message) => {
+                    transport.messages_received += 1;
+                    inbox.push_back((local, Input { from: NodeId(frame.from), message }));
+                }
+                Err(_) => *transport.dropped.entry("undecodable_message").or_default() += 1,
             }
-            Err(_) => *decoding.transport.dropped.entry("undecodable_message").or_default() += 1,
         }
     }
 }
