@@ -200,6 +200,15 @@ pub(crate) fn put_header(buffer: &mut Vec<u8>, header: &Header) {
     buffer.extend_from_slice(&0u64.to_le_bytes());
 }
 
+/// Appends a frame that carries the whole message `encoded` (of `len` bytes) from `from` to `to`.
+fn put_whole_frame(buffer: &mut Vec<u8>, from: u32, to: u32, len: u32, encoded: &[u8]) {
+    buffer.push(0);
+    buffer.extend_from_slice(&from.to_le_bytes());
+    buffer.extend_from_slice(&to.to_le_bytes());
+    buffer.extend_from_slice(&len.to_le_bytes());
+    buffer.extend_from_slice(encoded);
+}
+
 /// Reserves the tag after the frames from `start` on, and seals that datagram.
 pub(crate) fn seal(buffer: &mut Vec<u8>, start: usize, sealer: &mut Sealer) {
     buffer.extend_from_slice(&[0; TAG_LEN]);
@@ -213,11 +222,7 @@ pub fn seal_one(header: &Header, sealer: &mut Sealer, from: u32, to: u32, encode
     let len = u32::try_from(encoded.len()).expect("the host bounds a large message below 4 GiB");
     let mut bytes = Vec::with_capacity(HEADER_LEN + WHOLE_FRAME_LEN + encoded.len() + TAG_LEN);
     put_header(&mut bytes, header);
-    bytes.push(0);
-    bytes.extend_from_slice(&from.to_le_bytes());
-    bytes.extend_from_slice(&to.to_le_bytes());
-    bytes.extend_from_slice(&len.to_le_bytes());
-    bytes.extend_from_slice(encoded);
+    put_whole_frame(&mut bytes, from, to, len, encoded);
     seal(&mut bytes, 0, sealer);
     bytes
 }
@@ -300,11 +305,7 @@ impl Packer {
     pub fn push(&mut self, sealer: &mut Sealer, from: u32, to: u32, encoded: &[u8], message_number: u64) {
         if encoded.len() + WHOLE_FRAME_LEN <= self.room() {
             self.start_if_closed();
-            self.bytes.push(0);
-            self.bytes.extend_from_slice(&from.to_le_bytes());
-            self.bytes.extend_from_slice(&to.to_le_bytes());
-            self.bytes.extend_from_slice(&(encoded.len() as u32).to_le_bytes());
-            self.bytes.extend_from_slice(encoded);
+            put_whole_frame(&mut self.bytes, from, to, encoded.len() as u32, encoded);
             return;
         }
         let single = self.datagram_max - HEADER_LEN - TAG_LEN - WHOLE_FRAME_LEN;

@@ -154,7 +154,7 @@ async fn read_from(mut stream: TcpStream, peer: SocketAddr, inbox: mpsc::Sender<
     }
 }
 
-/// Binds the TCP listener of large messages on `address` and starts accepting; returns the
+/// Starts accepting large messages on `listener` (bound to the process's address); returns the
 /// channel of messages received.
 pub(super) fn listen(listener: TcpListener) -> mpsc::Receiver<Received> {
     let (sender, receiver) = mpsc::channel(INBOX_MAX);
