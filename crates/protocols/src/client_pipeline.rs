@@ -74,10 +74,17 @@ impl ClientPipeline {
         self.start_waiting(now_ns)
     }
 
-    /// The request `number` was answered: returns its operation (`None` if it is not in flight)
+    /// The request `id` was answered: returns its operation (`None` if it is not in flight)
     /// and the ids of the requests that started because the mark moved.
-    pub fn complete(&mut self, number: u64, now_ns: u64) -> (Option<u64>, Vec<RequestId>) {
-        let Some(index) = self.in_flight.iter().position(|request| request.number == number) else {
+    ///
+    /// A reply for another client id is not ours even when its number is in flight: replicas
+    /// that re-execute their log after a restart send the results of an earlier incarnation of
+    /// this client node (same address, numbers also from 1) to this one.
+    pub fn complete(&mut self, id: RequestId, now_ns: u64) -> (Option<u64>, Vec<RequestId>) {
+        if id.client != self.client {
+            return (None, Vec::new());
+        }
+        let Some(index) = self.in_flight.iter().position(|request| request.number == id.number) else {
             return (None, Vec::new());
         };
         let done = self.in_flight.remove(index).expect("found");
@@ -185,6 +192,10 @@ mod tests {
         Submission { op, command: Command::get("k") }
     }
 
+    fn id(client: u64, number: u64) -> RequestId {
+        RequestId { client: ClientId(client), number }
+    }
+
     #[test]
     fn a_slow_request_holds_the_window_back() {
         // Goal: numbers stay within `window` of the lowest request in flight, whatever the
@@ -192,13 +203,13 @@ mod tests {
         let mut pipeline = ClientPipeline::new(ClientId(7), 2);
         assert_eq!(pipeline.submit(submission(10), 0).len(), 1);
         assert_eq!(pipeline.submit(submission(11), 0).len(), 1);
-        assert_eq!(pipeline.complete(2, 0), (Some(11), Vec::new()), "3 does not fit above mark 1 yet");
+        assert_eq!(pipeline.complete(id(7, 2), 0), (Some(11), Vec::new()), "3 does not fit above mark 1 yet");
         assert!(pipeline.submit(submission(12), 0).is_empty(), "it waits");
-        let (op, started) = pipeline.complete(1, 0);
+        let (op, started) = pipeline.complete(id(7, 1), 0);
         assert_eq!(op, Some(10));
         assert_eq!(started, vec![RequestId { client: ClientId(7), number: 3 }]);
         assert_eq!(pipeline.acked_below(), 3);
-        assert_eq!(pipeline.complete(1, 0), (None, Vec::new()), "answered once");
+        assert_eq!(pipeline.complete(id(7, 1), 0), (None, Vec::new()), "answered once");
         pipeline.check_invariants();
     }
 
@@ -211,12 +222,23 @@ mod tests {
         pipeline.submit(submission(2), 0);
         assert!(pipeline.abandon(1, 0).is_empty());
         assert_eq!(pipeline.acked_below(), 2);
-        assert_eq!(pipeline.complete(1, 0), (None, Vec::new()));
+        assert_eq!(pipeline.complete(id(1, 1), 0), (None, Vec::new()));
         let mut single = ClientPipeline::new(ClientId(2), 1);
         single.submit(submission(5), 0);
         single.submit(submission(6), 0);
         assert_eq!(single.in_flight().map(|(id, r)| (id.number, r.op)).collect::<Vec<_>>(), vec![(2, 6)]);
         single.check_invariants();
+    }
+
+    #[test]
+    fn a_reply_to_an_earlier_incarnation_completes_nothing() {
+        // Goal: a restarted client node numbers from 1 again under a new client id; a reply
+        // for its earlier incarnation's request 1 (a replica re-executing its log after a
+        // restart sends one) must not complete the new request 1 with someone else's result.
+        let mut pipeline = ClientPipeline::new(ClientId(2 << 32 | 5), 4);
+        pipeline.submit(submission(1), 0);
+        assert_eq!(pipeline.complete(id(1 << 32 | 5, 1), 0), (None, Vec::new()));
+        assert_eq!(pipeline.complete(id(2 << 32 | 5, 1), 0), (Some(1), Vec::new()));
     }
 
     #[test]

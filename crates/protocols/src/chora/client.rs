@@ -55,7 +55,7 @@ impl Client {
         if !self.replicas.contains(&from) {
             return Err("reply not from a replica");
         }
-        let (op, started) = self.pipeline.complete(id.number, now.local_ns);
+        let (op, started) = self.pipeline.complete(id, now.local_ns);
         let op = op.ok_or("reply for a request no longer outstanding")?;
         out.complete(op, result);
         self.send(started, out);

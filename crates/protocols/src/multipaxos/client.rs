@@ -60,7 +60,7 @@ impl Client {
         out: &mut Outbox<MultiPaxos>,
     ) -> Result<(), &'static str> {
         self.view = self.view.max(view);
-        let (op, started) = self.pipeline.complete(id.number, now.local_ns);
+        let (op, started) = self.pipeline.complete(id, now.local_ns);
         let op = op.ok_or("reply for a request no longer outstanding")?;
         out.complete(op, result);
         self.send_to_leader(started, out);

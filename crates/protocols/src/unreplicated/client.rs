@@ -50,7 +50,7 @@ impl Node<Unreplicated> for Client {
             self.stats.drop_input("request sent to client");
             return;
         };
-        let (op, started) = self.pipeline.complete(id.number, now.local_ns);
+        let (op, started) = self.pipeline.complete(id, now.local_ns);
         let Some(op) = op else {
             self.stats.drop_input("reply to a request no longer outstanding");
             return;
