@@ -400,9 +400,10 @@ fn describe(status: &serde_json::Value, fast_path: bool) -> String {
     if status["role"] == "gateway" {
         let latency = &status["latency_us"];
         return format!(
-            "ops {} (timed out {}), busy clients {}, queued {}, p50 {}us p99 {}us{commits}",
+            "ops {} (timed out {}, abandoned {}), busy clients {}, queued {}, p50 {}us p99 {}us{commits}",
             transport["operations_completed"],
             transport["operations_timed_out"],
+            transport["operations_abandoned"],
             transport["clients_busy"],
             transport["requests_queued"],
             latency[0][1],

@@ -12,7 +12,8 @@
 //!   file back; `check_invariants` runs after each input in debug builds;
 //! - a client node takes one submission at a time: the host queues requests and hands them to
 //!   free client nodes; an operation that runs past the timeout is answered as unknown and
-//!   abandoned at its client node (`Node::on_abandon`), which stops retrying it.
+//!   abandoned at its client node (`Node::on_abandon`), which stops retrying it; so is one whose
+//!   Redis connection closed while it ran.
 
 mod bulk;
 mod faults;
@@ -358,6 +359,9 @@ impl<P: Protocol> Host<P> {
         self.outgoing.release_delayed(now, self.fd(), &mut self.transport);
         self.dispatch(now);
         for (index, op) in self.requests.expire(now, &mut self.transport) {
+            self.step(index, |runner, now, actions| runner.abandon(now, op, actions));
+        }
+        for (index, op) in self.requests.abandon_closed(now, &mut self.transport) {
             self.step(index, |runner, now, actions| runner.abandon(now, op, actions));
         }
         self.drain_inbox();

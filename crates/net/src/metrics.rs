@@ -59,6 +59,8 @@ pub struct Transport {
     pub operations_completed: u64,
     /// Gateway: operations answered as unknown after the timeout.
     pub operations_timed_out: u64,
+    /// Gateway: operations given up because their Redis connection closed while they ran.
+    pub operations_abandoned: u64,
 }
 
 /// One hosted node's metrics.
@@ -228,6 +230,11 @@ impl Metrics {
             ("gateway_clients_busy", "Client nodes with an operation outstanding.", t.clients_busy as f64),
             ("gateway_completed_total", "Operations completed.", t.operations_completed as f64),
             ("gateway_timed_out_total", "Operations answered as unknown.", t.operations_timed_out as f64),
+            (
+                "gateway_abandoned_total",
+                "Operations given up because their connection closed.",
+                t.operations_abandoned as f64,
+            ),
             ("gateway_rejected_total", "Requests refused (queue full).", t.requests_rejected as f64),
             ("reassembly_partial", "Fragmented messages being reassembled.", t.reassembly_partial as f64),
             ("gateway_accept_errors_total", "Failed accepts of Redis connections.", self.gateway.accept_errors as f64),

@@ -165,30 +165,65 @@ pub(crate) async fn submit(
     receiver.await.unwrap_or(Outcome::Timeout)
 }
 
-/// Answers `pending` in order, writing the replies to `writer`: each replicated command is
-/// submitted only after the previous one has completed. `watched` is the connection's WATCH
-/// state, read and changed in request order. True when the connection must close because a
-/// command's outcome is unknown (`-TIMEOUT`): it may still take effect later, so a later
-/// command of the connection could overtake it; the requests after it are not run.
-pub(crate) async fn answer<W: AsyncWrite + Unpin>(
+/// [`submit`], reading the connection's further input into `input` meanwhile: `None` when the
+/// client closes the connection (or it fails) first. The submission is then dropped, and the
+/// host abandons the operation when it sees its caller gone, so a client that hung up does not
+/// keep a client node retrying for it (a large value resent for minutes, issue 20). Redis, too,
+/// frees a client at end of input without answering what it had sent.
+async fn submit_watching<S: AsyncRead + Unpin>(
+    requests: &mpsc::Sender<Request>,
+    expiring: &RefCell<Expiring>,
+    command: Command,
+    stream: &mut S,
+    input: &mut BytesMut,
+) -> Option<Outcome> {
+    let submitted = submit(requests, expiring, command);
+    tokio::pin!(submitted);
+    loop {
+        if input.len() > INPUT_MAX {
+            // Enough buffered: stop reading (back-pressure) and wait for the outcome.
+            return Some(submitted.await);
+        }
+        // `read_buf` is cancel-safe: when the outcome comes first, nothing read is lost.
+        tokio::select! {
+            biased;
+            outcome = &mut submitted => return Some(outcome),
+            read = stream.read_buf(input) => {
+                if !matches!(read, Ok(n) if n > 0) {
+                    return None;
+                }
+            }
+        }
+    }
+}
+
+/// Answers `pending` in order, writing the replies to `stream`: each replicated command is
+/// submitted only after the previous one has completed, and the input that arrives meanwhile is
+/// read into `input`. `watched` is the connection's WATCH state, read and changed in request
+/// order. True when the connection must close: the client closed it while a command was in
+/// flight, or a command's outcome is unknown (`-TIMEOUT`): it may still take effect later, so a
+/// later command of the connection could overtake it; the requests after it are not run.
+pub(crate) async fn answer<S: AsyncRead + AsyncWrite + Unpin>(
     pending: &mut Vec<Pending>,
     requests: &mpsc::Sender<Request>,
     expiring: &RefCell<Expiring>,
     watched: &mut Watched,
     output: &mut Output,
-    writer: &mut W,
+    stream: &mut S,
+    input: &mut BytesMut,
 ) -> std::io::Result<bool> {
     let mut unknown = false;
     for item in pending.drain(..) {
+        let mut replicate = async |command| submit_watching(requests, expiring, command, stream, input).await;
         match item {
             Pending::Ready(reply, version) => reply.encode(version, &mut output.bytes),
             Pending::Replicate(command, shape, version) => {
-                let outcome = submit(requests, expiring, command).await;
+                let Some(outcome) = replicate(command).await else { return Ok(true) };
                 unknown = outcome == Outcome::Timeout;
                 reply(outcome, shape).encode(version, &mut output.bytes);
             }
             Pending::Watch(keys, version) => {
-                let outcome = submit(requests, expiring, Command::Versions { keys: keys.clone() }).await;
+                let Some(outcome) = replicate(Command::Versions { keys: keys.clone() }).await else { return Ok(true) };
                 unknown = outcome == Outcome::Timeout;
                 watched.record(keys, outcome).encode(version, &mut output.bytes);
             }
@@ -198,7 +233,7 @@ pub(crate) async fn answer<W: AsyncWrite + Unpin>(
             }
             Pending::Exec(exec, version) => match watched.exec(&exec) {
                 Ok(transaction) => {
-                    let outcome = submit(requests, expiring, transaction).await;
+                    let Some(outcome) = replicate(transaction).await else { return Ok(true) };
                     unknown = outcome == Outcome::Timeout;
                     exec_reply(outcome, &exec.slots).encode(version, &mut output.bytes);
                 }
@@ -206,13 +241,13 @@ pub(crate) async fn answer<W: AsyncWrite + Unpin>(
             },
         }
         if output.bytes.len() >= output.budget || unknown {
-            output.write(writer).await?;
+            output.write(stream).await?;
         }
         if unknown {
             break;
         }
     }
-    output.write(writer).await?;
+    output.write(stream).await?;
     Ok(unknown)
 }
 
@@ -245,7 +280,9 @@ pub(crate) async fn connection<S: AsyncRead + AsyncWrite + Unpin>(
             pending.push(Pending::Ready(error, gateway.version(id)));
             close = true;
         }
-        close |= answer(&mut pending, &requests, &gateway.expiring, &mut watched, &mut output, stream).await?;
+        close |=
+            answer(&mut pending, &requests, &gateway.expiring, &mut watched, &mut output, stream, &mut input.bytes)
+                .await?;
         if close {
             return Ok(());
         }

@@ -8,6 +8,9 @@ use ordo_core::{CommandResult, Submission};
 use std::collections::{BTreeMap, VecDeque};
 use tokio::sync::oneshot;
 
+/// How often the gateway looks for operations whose caller hung up.
+const CLOSED_SWEEP_NS: u64 = 20_000_000;
+
 /// A client node's current operation.
 struct Busy {
     op: u64,
@@ -30,6 +33,8 @@ pub(super) struct Requests {
     outstanding: BTreeMap<u64, usize>,
     next_op: u64,
     op_timeout_ns: u64,
+    /// When [`Requests::abandon_closed`] looks at the callers next.
+    next_sweep_ns: u64,
     latency: hdrhistogram::Histogram<u64>,
 }
 
@@ -45,6 +50,7 @@ impl Requests {
             outstanding: BTreeMap::new(),
             next_op: 0,
             op_timeout_ns,
+            next_sweep_ns: 0,
             latency: hdrhistogram::Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("valid bounds"),
         }
     }
@@ -113,6 +119,30 @@ impl Requests {
         expired
     }
 
+    /// Frees the client node of every operation whose caller stopped waiting (its Redis
+    /// connection closed while the operation ran) and returns them as (local node index, op):
+    /// the caller tells each node to abandon it, so it stops retrying for nobody. Looks at most
+    /// every [`CLOSED_SWEEP_NS`]: a hung-up caller need not be noticed at once.
+    pub(super) fn abandon_closed(&mut self, now: u64, transport: &mut Transport) -> Vec<(usize, u64)> {
+        if now < self.next_sweep_ns {
+            return Vec::new();
+        }
+        self.next_sweep_ns = now + CLOSED_SWEEP_NS;
+        let closed: Vec<(u64, usize)> = self
+            .outstanding
+            .iter()
+            .filter(|&(&op, &index)| self.busy[index].as_ref().is_some_and(|b| b.op == op && b.reply.is_closed()))
+            .map(|(&op, &index)| (op, index))
+            .collect();
+        for &(op, index) in &closed {
+            self.outstanding.remove(&op);
+            self.busy[index] = None;
+            self.free_clients.push(index);
+            transport.operations_abandoned += 1;
+        }
+        closed.into_iter().map(|(op, index)| (index, op)).collect()
+    }
+
     /// The deadline of the next operation to expire.
     pub(super) fn next_deadline(&self) -> Option<u64> {
         self.outstanding.first_key_value().and_then(|(_, &i)| self.busy[i].as_ref()).map(|b| b.deadline_ns)
@@ -131,5 +161,35 @@ impl Requests {
     /// Latency of completed operations, in microseconds.
     pub(super) fn latency(&self) -> &hdrhistogram::Histogram<u64> {
         &self.latency
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ordo_core::Command;
+
+    #[test]
+    fn an_operation_whose_caller_hung_up_is_abandoned_once_and_its_client_freed() {
+        // Goal: the gateway stops working for a caller that is gone (its connection closed),
+        // frees the client node for others and ignores a late completion. Method: two
+        // operations on two client nodes; the first caller drops its receiver.
+        let mut requests = Requests::new(vec![0, 1], 2, 1_000_000_000, 8);
+        let mut transport = Transport::default();
+        let (first, first_waits) = oneshot::channel();
+        let (second, _second_waits) = oneshot::channel();
+        requests.enqueue(Request { command: Command::get("a"), reply: first }, &mut transport);
+        requests.enqueue(Request { command: Command::get("b"), reply: second }, &mut transport);
+        let (index, submission) = requests.next_submission(0).expect("a free client");
+        assert!(requests.next_submission(0).is_some(), "two client nodes");
+        assert!(requests.abandon_closed(0, &mut transport).is_empty(), "both callers wait");
+        drop(first_waits);
+        assert!(requests.abandon_closed(1, &mut transport).is_empty(), "not swept again so soon");
+        let abandoned = requests.abandon_closed(CLOSED_SWEEP_NS, &mut transport);
+        assert_eq!(abandoned, vec![(index, submission.op)]);
+        assert_eq!((transport.operations_abandoned, requests.busy_count()), (1, 1));
+        requests.complete(index, submission.op, CommandResult::Ok, &mut transport);
+        assert_eq!(transport.operations_completed, 0, "a late completion of a given-up operation is ignored");
+        assert!(requests.abandon_closed(2 * CLOSED_SWEEP_NS, &mut transport).is_empty(), "abandoned once");
     }
 }

@@ -12,6 +12,47 @@ fn planned(text: &str) -> (Vec<Pending>, bool) {
     (pending, close)
 }
 
+/// What `answer` wrote; as a connection, a client that sends nothing more and never closes.
+#[derive(Default)]
+struct Written {
+    bytes: Vec<u8>,
+}
+
+impl tokio::io::AsyncRead for Written {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+        _: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Pending
+    }
+}
+
+impl AsyncWrite for Written {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+        bytes: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        self.get_mut().bytes.extend_from_slice(bytes);
+        std::task::Poll::Ready(Ok(bytes.len()))
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+}
+
 fn run<F: std::future::Future>(future: F) -> F::Output {
     tokio::runtime::Builder::new_current_thread().build().expect("runtime").block_on(future)
 }
@@ -31,7 +72,8 @@ fn a_command_is_submitted_only_after_the_previous_one_completed() {
     let (mut pending, close) = planned("SET k 1\r\nGET k\r\nPING\r\nINCR n\r\n");
     assert!(!close);
     let (requests, mut host) = mpsc::channel(8);
-    let (mut output, mut written) = (Output::default(), Vec::new());
+    let (mut output, mut written) = (Output::default(), Written::default());
+    let mut input = BytesMut::new();
     let results = [CommandResult::Ok, CommandResult::Value("1".into()), CommandResult::Integer(1)];
     let host = async {
         let mut seen = Vec::new();
@@ -47,11 +89,14 @@ fn a_command_is_submitted_only_after_the_previous_one_completed() {
     let mut watched = Watched::default();
     let expiring = RefCell::default();
     let (seen, unknown) = run(async {
-        tokio::join!(host, answer(&mut pending, &requests, &expiring, &mut watched, &mut output, &mut written))
+        tokio::join!(
+            host,
+            answer(&mut pending, &requests, &expiring, &mut watched, &mut output, &mut written, &mut input)
+        )
     });
     assert!(!unknown.expect("written"));
     assert_eq!(seen, vec![Command::set("k", "1"), Command::get("k"), Command::IncrBy { key: "n".into(), delta: 1 }]);
-    assert_eq!(written, b"+OK\r\n$1\r\n1\r\n+PONG\r\n:1\r\n");
+    assert_eq!(written.bytes, b"+OK\r\n$1\r\n1\r\n+PONG\r\n:1\r\n");
     assert!(pending.is_empty());
 }
 
@@ -62,7 +107,8 @@ fn a_timeout_closes_the_connection_before_later_commands_run() {
     // TIMEOUT; no second command may reach it, and the connection is to be closed.
     let (mut pending, _) = planned("SET k 1\r\nGET k\r\n");
     let (requests, mut host) = mpsc::channel(8);
-    let (mut output, mut written) = (Output::default(), Vec::new());
+    let (mut output, mut written) = (Output::default(), Written::default());
+    let mut input = BytesMut::new();
     let host = async {
         let request: Request = host.recv().await.expect("a request");
         request.reply.send(Outcome::Timeout).expect("the gateway waits");
@@ -72,12 +118,43 @@ fn a_timeout_closes_the_connection_before_later_commands_run() {
     let mut watched = Watched::default();
     let expiring = RefCell::default();
     let (nothing_more, unknown) = run(async {
-        tokio::join!(host, answer(&mut pending, &requests, &expiring, &mut watched, &mut output, &mut written))
+        tokio::join!(
+            host,
+            answer(&mut pending, &requests, &expiring, &mut watched, &mut output, &mut written, &mut input)
+        )
     });
     assert!(nothing_more, "a command after a timeout was submitted");
     assert!(unknown.expect("written"), "the connection closes");
-    assert!(written.starts_with(b"-TIMEOUT"), "{}", String::from_utf8_lossy(&written));
+    assert!(written.bytes.starts_with(b"-TIMEOUT"), "{}", String::from_utf8_lossy(&written.bytes));
     assert!(pending.is_empty());
+}
+
+#[test]
+fn a_client_that_hangs_up_mid_command_lets_the_host_abandon_it() {
+    // Goal: a command whose client closed the connection while it was in flight is given up:
+    // the connection's task ends at once, without waiting for the outcome, and the host sees the
+    // caller gone (`is_closed`), so it can abandon the operation. Method: an in-memory socket
+    // whose client sends SET and PING and closes; the fake host never answers the SET.
+    use tokio::io::AsyncWriteExt;
+    let (mut pending, _) = planned("SET k 1\r\nPING\r\n");
+    let (requests, mut host) = mpsc::channel(8);
+    let (mut client, mut server) = tokio::io::duplex(1024);
+    let (mut output, expiring, mut watched, mut input) =
+        (Output::default(), RefCell::default(), Watched::default(), BytesMut::new());
+    let (closed, request) = run(async {
+        let hang_up = async {
+            let request: Request = host.recv().await.expect("a request");
+            client.shutdown().await.expect("close");
+            drop(client);
+            request
+        };
+        let answered = answer(&mut pending, &requests, &expiring, &mut watched, &mut output, &mut server, &mut input);
+        let (closed, request) = tokio::join!(answered, hang_up);
+        (closed, request)
+    });
+    assert!(closed.expect("no I/O error"), "the connection is to close");
+    assert!(request.reply.is_closed(), "the host sees that nobody waits for the outcome");
+    assert!(output.bytes.is_empty(), "nothing answered to a closed connection");
 }
 
 #[test]
@@ -88,12 +165,19 @@ fn a_busy_host_refuses_one_command_and_the_next_still_runs() {
     let (requests, _host) = mpsc::channel(1);
     let (filler, _) = oneshot::channel();
     requests.try_send(Request { command: Command::get("x"), reply: filler }).expect("one slot");
-    let (mut output, mut written) = (Output::default(), Vec::new());
-    let unknown =
-        run(answer(&mut pending, &requests, &RefCell::default(), &mut Watched::default(), &mut output, &mut written))
-            .expect("written");
+    let (mut output, mut written) = (Output::default(), Written::default());
+    let unknown = run(answer(
+        &mut pending,
+        &requests,
+        &RefCell::default(),
+        &mut Watched::default(),
+        &mut output,
+        &mut written,
+        &mut BytesMut::new(),
+    ))
+    .expect("written");
     assert!(!unknown);
-    assert!(written.starts_with(b"-BUSY") && written.ends_with(b"+PONG\r\n"));
+    assert!(written.bytes.starts_with(b"-BUSY") && written.bytes.ends_with(b"+PONG\r\n"));
 }
 
 #[test]
@@ -151,7 +235,8 @@ fn quit_and_malformed_input_end_planning() {
 fn answered(text: &str, results: Vec<CommandResult>) -> (Vec<Command>, String) {
     let (mut pending, _) = planned(text);
     let (requests, mut host) = mpsc::channel(8);
-    let (mut output, mut written) = (Output::default(), Vec::new());
+    let (mut output, mut written) = (Output::default(), Written::default());
+    let mut input = BytesMut::new();
     let mut watched = Watched::default();
     let host = async {
         let mut seen = Vec::new();
@@ -166,10 +251,13 @@ fn answered(text: &str, results: Vec<CommandResult>) -> (Vec<Command>, String) {
     };
     let expiring = RefCell::default();
     let (seen, unknown) = run(async {
-        tokio::join!(host, answer(&mut pending, &requests, &expiring, &mut watched, &mut output, &mut written))
+        tokio::join!(
+            host,
+            answer(&mut pending, &requests, &expiring, &mut watched, &mut output, &mut written, &mut input)
+        )
     });
     assert!(!unknown.expect("written"));
-    (seen, String::from_utf8(written).expect("text"))
+    (seen, String::from_utf8(written.bytes).expect("text"))
 }
 
 #[test]
