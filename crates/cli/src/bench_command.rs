@@ -15,6 +15,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
+mod soak;
+
 /// Options of `ordo bench`.
 #[derive(Args, Debug)]
 pub struct BenchArgs {
@@ -60,6 +62,23 @@ pub struct BenchArgs {
     /// Extra roles whose nodes run inside the gateway's process (see `cluster up --colocate`).
     #[arg(long, value_delimiter = ',', default_value = "proxy")]
     colocate: Vec<String>,
+    /// Soak instead of a sweep: drive each protocol's cluster through its Redis gateway with
+    /// redis-benchmark for this long (e.g. 10m), sampling throughput and every process's memory;
+    /// writes soak.csv, soak-throughput.png, soak-memory.png and soak-summary.md.
+    #[arg(long, value_parser = parse::duration_ns)]
+    soak: Option<u64>,
+    /// Soak: time between samples.
+    #[arg(long, value_parser = parse::duration_ns, default_value = "5s")]
+    soak_every: u64,
+    /// Soak: redis-benchmark connections (-c).
+    #[arg(long, default_value_t = 50)]
+    soak_connections: u64,
+    /// Soak: redis-benchmark pipeline depth (-P).
+    #[arg(long, default_value_t = 16)]
+    soak_pipeline: u64,
+    /// Soak: key space of the SETs (redis-benchmark -r).
+    #[arg(long, default_value_t = 1_000_000)]
+    soak_keys: u64,
 }
 
 struct Drive<'a>(&'a ClusterFile, &'a Workload, &'a [Point]);
@@ -80,6 +99,9 @@ pub fn run(args: BenchArgs) -> ExitCode {
     if protocols.is_empty() {
         eprintln!("error: name --protocol P or --protocols A,B");
         return ExitCode::from(2);
+    }
+    if let Some(duration) = args.soak {
+        return soak::run(&args, &protocols, Duration::from_nanos(duration));
     }
     let workload = match Workload::parse(&args.workload) {
         Ok(workload) => workload,
