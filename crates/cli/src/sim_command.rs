@@ -39,7 +39,8 @@ pub struct SimArgs {
     /// A seed search: `1..300` runs seeds 1 to 300 and stops at the first violation.
     #[arg(long, value_parser = parse::seed_range)]
     seeds: Option<std::ops::RangeInclusive<u64>>,
-    /// none, random, random-slow (random plus slow-network periods), or a fault-plan TOML file.
+    /// none, random, random-slow (random plus slow-network periods), random-clients (random plus
+    /// crashes and restarts of client nodes), or a fault-plan TOML file.
     #[arg(long, default_value = "none")]
     faults: String,
     /// lan, or a latency-matrix TOML file (examples/latency/).
@@ -147,6 +148,7 @@ fn build_config(args: &SimArgs, seeds_mode: bool) -> Result<SimConfig, String> {
         "none" => config.faults,
         "random" => FaultPlan { random: true, ..config.faults },
         "random-slow" => FaultPlan { random: true, random_slow: true, ..config.faults },
+        "random-clients" => FaultPlan { random: true, random_clients: true, ..config.faults },
         path => {
             let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read fault plan {path}: {e}"))?;
             toml::from_str(&text).map_err(|e| format!("fault plan {path}: {e}"))?

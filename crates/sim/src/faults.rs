@@ -206,6 +206,13 @@ pub struct FaultPlan {
     /// both this and `random`). They come from a random stream of their own, so a seed's
     /// `random` faults are the same with or without them.
     pub random_slow: bool,
+    /// Draw crashes and restarts of client nodes from the seed (added to `faults`; `--faults
+    /// random-clients` sets both this and `random`), from a random stream of their own like
+    /// `random_slow`. A restarted client node numbers its requests from 1 again under a new client
+    /// id, as a restarted gateway's do; replicas that still send results to its address (a
+    /// restarted leader re-executing its log) must not have them taken for its new requests.
+    /// For protocols that keep their state on disk, a power cut of every node is added too.
+    pub random_clients: bool,
     /// Scheduled faults, as written (see [`FaultPlan::resolve`]).
     pub faults: Vec<FaultSpec>,
     /// Time by which every fault has healed; progress is required after it. Defaults to 60% of
@@ -245,7 +252,7 @@ impl FaultPlan {
 
     /// The time after which the run must make progress again.
     pub fn heal_ns(&self, duration_ns: u64) -> u64 {
-        let faulty = self.random || self.random_slow || !self.faults.is_empty();
+        let faulty = self.random || self.random_slow || self.random_clients || !self.faults.is_empty();
         self.heal_ns.unwrap_or(if faulty { duration_ns * 6 / 10 } else { 0 })
     }
 
@@ -262,6 +269,42 @@ impl FaultPlan {
         draw_extra_role_faults(rng, scope, heal_ns, &mut faults);
         faults.sort_by_key(Fault::at_ns);
         faults
+    }
+
+    /// Draws 1–4 crashes of client nodes among `clients` from `rng`, each restarting within a
+    /// tenth of the healing window and all before heal; several clients may be down at once
+    /// (every one of them, as when a gateway's process restarts).
+    pub fn draw_client_restarts(&self, rng: &mut ChaCha8Rng, clients: &[u32], duration_ns: u64) -> Vec<Fault> {
+        let heal_ns = self.heal_ns(duration_ns);
+        let mut faults: Vec<Fault> = Vec::new();
+        if clients.is_empty() {
+            return faults;
+        }
+        for _ in 0..rng.random_range(1..=4) {
+            let (at_ns, restart_ns) = window(rng, heal_ns, heal_ns / 10);
+            let down_all = rng.random_bool(0.3);
+            let chosen: Vec<u32> =
+                if down_all { clients.to_vec() } else { vec![clients[rng.random_range(0..clients.len())]] };
+            for node in chosen {
+                let overlaps = faults.iter().any(|fault| {
+                    matches!(fault, Fault::Crash { node: n, at_ns: a, restart_ns: Some(r) } if *n == node && *a < restart_ns && at_ns < *r)
+                });
+                if !overlaps {
+                    faults.push(Fault::Crash { node, at_ns, restart_ns: Some(restart_ns) });
+                }
+            }
+        }
+        faults.sort_by_key(Fault::at_ns);
+        faults
+    }
+
+    /// Draws a power cut from `rng`: every node of `nodes` crashes at one instant and restarts
+    /// at a later one, before heal. Only for protocols whose nodes keep their state on disk
+    /// (`Protocol::state_on_disk`), for which that is a failure to survive, not a loss.
+    pub fn draw_power_cut(&self, rng: &mut ChaCha8Rng, nodes: &[u32], duration_ns: u64) -> Vec<Fault> {
+        let heal_ns = self.heal_ns(duration_ns);
+        let (at_ns, restart_ns) = window(rng, heal_ns, heal_ns / 10);
+        nodes.iter().map(|&node| Fault::Crash { node, at_ns, restart_ns: Some(restart_ns) }).collect()
     }
 
     /// Draws 1–3 slow-network periods from `rng`, all healed by the plan's heal time: each

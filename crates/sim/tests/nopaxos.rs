@@ -20,7 +20,7 @@ fn run<P: Protocol>(replicas: usize, loss: f64) -> SimReport {
         replicas,
         clients: 16,
         duration_ns: DURATION_NS,
-        faults: FaultPlan { random: false, random_slow: false, faults, heal_ns: Some(0) },
+        faults: FaultPlan { faults, heal_ns: Some(0), ..FaultPlan::default() },
         ..SimConfig::default()
     };
     ordo_sim::run::<P>(config).expect("valid config").report

@@ -617,10 +617,9 @@ fn crash_runs(quick: bool) -> Vec<Run> {
             config.protocol = options(text);
             let crash = Fault::Crash { node: 2.into(), at_ns: crash_ns, restart_ns: Some(restart_ns) };
             config.faults = FaultPlan {
-                random: false,
-                random_slow: false,
                 faults: vec![crash],
                 heal_ns: Some(restart_ns + (end_ns - restart_ns) / 2),
+                ..FaultPlan::default()
             };
             Run {
                 id: id.to_string(),

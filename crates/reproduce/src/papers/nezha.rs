@@ -367,12 +367,8 @@ fn recovery(quick: bool) -> Experiment {
             let mut config = open_loop(base(3, CLIENTS, "uniform:1000", end_ns), load);
             config.check_linearizability = true;
             let crash = Fault::Crash { node: 0.into(), at_ns: crash_ns, restart_ns: Some(restart_ns) };
-            config.faults = FaultPlan {
-                random: false,
-                random_slow: false,
-                faults: vec![crash],
-                heal_ns: Some(restart_ns + 100 * MS),
-            };
+            config.faults =
+                FaultPlan { faults: vec![crash], heal_ns: Some(restart_ns + 100 * MS), ..FaultPlan::default() };
             let mut run = v.run(format!("{}@{}", v.label, kilo(load)), load, config);
             run.analysis = Analysis::Recovery { crash_ns, restart_ns, bucket_ns: 10 * MS };
             runs.push(run);

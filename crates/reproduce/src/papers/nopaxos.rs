@@ -49,7 +49,13 @@ impl Variant {
         if loss > 0.0 {
             // Every packet, for the whole run; progress is required throughout.
             let loss = Fault::Loss { probability: loss, at_ns: 0, until_ns: duration_ns };
-            config.faults = FaultPlan { random: false, random_slow: false, faults: vec![loss], heal_ns: Some(0) };
+            config.faults = FaultPlan {
+                random: false,
+                random_slow: false,
+                random_clients: false,
+                faults: vec![loss],
+                heal_ns: Some(0),
+            };
         }
         config
     }

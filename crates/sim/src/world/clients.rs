@@ -63,6 +63,10 @@ impl<P: Protocol> World<P> {
     /// Submits operations until the client has `outstanding_max` in flight (or, open loop, no
     /// arrival waiting).
     pub(super) fn fill_window(&mut self, client: usize) {
+        if !self.nodes[self.clients[client].node.index()].is_up() {
+            // Its client node is down: the application waits for it to boot again.
+            return;
+        }
         while self.clients[client].outstanding.len() < self.config.workload.outstanding_max
             && self.now < self.config.duration_ns
         {
@@ -181,6 +185,27 @@ impl<P: Protocol> World<P> {
             });
         }
         self.schedule(self.now, Event::ClientNext { client });
+    }
+
+    /// The client node `node` crashed: the operations its application threads had in flight
+    /// there fail at once with an unknown outcome, as a gateway's connections reset when its
+    /// process dies (they might still take effect).
+    pub(super) fn on_client_node_crash(&mut self, node: NodeId) {
+        let clients: Vec<usize> = (0..self.clients.len()).filter(|&c| self.clients[c].node == node).collect();
+        for client in clients {
+            let ops: Vec<u64> = self.clients[client].outstanding.iter().map(|o| o.op).collect();
+            for op in ops {
+                self.on_client_timeout(client, op);
+            }
+        }
+    }
+
+    /// The client node `node` booted again: its application threads go on.
+    pub(super) fn on_client_node_boot(&mut self, node: NodeId) {
+        let clients: Vec<usize> = (0..self.clients.len()).filter(|&c| self.clients[c].node == node).collect();
+        for client in clients {
+            self.schedule(self.now, Event::ClientNext { client });
+        }
     }
 
     pub(super) fn on_client_timeout(&mut self, client: usize, op: u64) {

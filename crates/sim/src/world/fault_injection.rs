@@ -41,6 +41,21 @@ impl<P: Protocol> World<P> {
             let slow = self.config.faults.draw_slow_periods(&mut stream(self.config.seed, 5), &scope);
             faults.extend(slow);
         }
+        if self.config.faults.random_clients {
+            let clients: Vec<u32> = self.topology.with_role(Role::Client).map(|n| n.0).collect();
+            // A stream of its own, as for slow periods: the seed's other faults stay the same.
+            let mut rng = stream(self.config.seed, 6);
+            let restarts = self.config.faults.draw_client_restarts(&mut rng, &clients, self.config.duration_ns);
+            faults.extend(restarts);
+            if P::state_on_disk() {
+                // A power cut: every replica and client at once. Placed with the scheduled
+                // faults, which no failure budget holds back.
+                let all: Vec<u32> = self.topology.nodes.iter().map(|n| n.id.0).collect();
+                let cut = self.config.faults.draw_power_cut(&mut rng, &all, self.config.duration_ns);
+                self.random_faults_from = self.random_faults_from.saturating_add(cut.len());
+                faults.splice(0..0, cut);
+            }
+        }
         for (index, fault) in faults.iter().enumerate() {
             *self.outcome.fault_counts.entry(fault.name().to_string()).or_default() += 1;
             self.schedule(fault.at_ns(), Event::Fault(index));
@@ -137,6 +152,9 @@ impl<P: Protocol> World<P> {
             let id = NodeId(node);
             if self.nodes.get(id.index()).is_some_and(|slot| !slot.is_up()) {
                 self.boot(id);
+                if self.nodes[id.index()].spec.role == Role::Client {
+                    self.on_client_node_boot(id);
+                }
             }
             return;
         }
@@ -156,6 +174,10 @@ impl<P: Protocol> World<P> {
         let Some(slot) = self.nodes.get(id.index()) else { return false };
         let Some(shard) = slot.spec.shard else {
             let role = slot.spec.role;
+            if role == Role::Client {
+                // The workload's clients: any may be down (their operations become unknown).
+                return false;
+            }
             let down = self.nodes.iter().filter(|other| other.spec.role == role && !other.is_up()).count();
             return match P::failure_budget(role) {
                 FailureBudget::Never => true,
@@ -185,5 +207,8 @@ impl<P: Protocol> World<P> {
         slot.wake_pending = false;
         slot.busy_until = 0;
         slot.paused_until = 0;
+        if slot.spec.role == Role::Client {
+            self.on_client_node_crash(id);
+        }
     }
 }
