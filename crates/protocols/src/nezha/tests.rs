@@ -747,31 +747,74 @@ fn lagging_replica_catches_up() {
 
 #[test]
 fn reads_and_compound_writes_hash_their_keys() {
-    // Goal (spec §11 #17): a read leaves hashes alone; a two-key write's hash is the XOR of
-    // both keys' write hashes (and the crash-vector's).
+    // Goal (spec §11 #17, with the deviation of docs/protocols/nezha.md choice 22): a read leaves
+    // hashes alone; a two-key request's hash covers both keys' write hashes, and a write on both
+    // keys changes it (the paper's `hash_x ⊕ hash_y` would count that write twice and cancel it).
     let mut table = super::hashes::ConflictTable::new(true);
     let cv = vec![0, 0, 0];
-    let x = super::messages::Entry {
-        id: RequestId { client: ClientId(1), number: 1 },
-        deadline: 10,
+    let entry = |client: u64, deadline: u64, command: Command| super::messages::Entry {
+        id: RequestId { client: ClientId(client), number: 1 },
+        deadline,
         reply_to: NodeId(9),
-        command: Command::set("x", "1"),
+        command,
     };
-    let y = super::messages::Entry {
-        id: RequestId { client: ClientId(2), number: 1 },
-        command: Command::set("y", "1"),
-        ..x.clone()
-    };
-    for entry in [&x, &y] {
-        let print = table.footprint(&entry.command);
-        table.add(entry, &print);
-    }
-    let both = Command::MSet { pairs: vec![("x".into(), "2".into()), ("y".into(), "2".into())] };
+    let both = Command::MGet { keys: vec!["x".into(), "y".into()] };
     let print_both = table.footprint(&both);
-    let print_x = table.footprint(&Command::get("x"));
-    let print_y = table.footprint(&Command::get("y"));
-    let expected = table.reply_hash(&print_x, &cv) ^ table.reply_hash(&print_y, &cv) ^ crash_vector_hash(&cv);
-    assert_eq!(table.reply_hash(&print_both, &cv), expected);
+    assert_eq!(print_both.buckets.len(), 2, "x and y fall in two buckets");
+    let mut seen = vec![table.reply_hash(&print_both, &cv)];
+    let read = entry(1, 5, Command::get("x"));
+    table.add(&read, &table.footprint(&read.command));
+    assert_eq!(table.reply_hash(&print_both, &cv), seen[0], "a read leaves the hashes alone");
+    let writes = [
+        entry(2, 10, Command::set("x", "1")),
+        entry(3, 20, Command::set("y", "1")),
+        entry(4, 30, Command::MSet { pairs: vec![("x".into(), "2".into()), ("y".into(), "2".into())] }),
+    ];
+    for write in &writes {
+        let print = table.footprint(&write.command);
+        table.add(write, &print);
+        let hash = table.reply_hash(&print_both, &cv);
+        assert!(!seen.contains(&hash), "the write {:?} changes the two-key hash", write.command);
+        seen.push(hash);
+    }
+    assert_ne!(table.reply_hash(&print_both, &vec![0, 1, 0]), seen[3], "the crash-vector counts");
+}
+
+#[test]
+fn a_compound_write_a_follower_lacks_changes_its_hash_for_a_read_of_two_of_its_keys() {
+    // Goal: a follower whose log lacks a write on two keys never sends the leader's fast-reply
+    // hash for a later read of both keys, so that read cannot commit on the fast path with a
+    // result that counts the write. Method (fault campaign seed 151, reduced): A reads k2 and
+    // W writes k0 and k2 with A's deadline; the follower releases A and late-buffers W, the
+    // leader appends W at a raised deadline; then both release R, a read of k0 and k2. With the
+    // paper's XOR of per-key hashes, W counted in both buckets cancelled and the hashes matched;
+    // the view change that followed dropped W, and R's committed result could not be explained.
+    let (mut leader, mut follower) = (replica(0, config()), replica(1, config()));
+    let a = (3, 1, 100, Command::get("k2"));
+    let w = (4, 1, 100, Command::MSet { pairs: vec![("k0".into(), "w".into()), ("k2".into(), "w".into())] });
+    let r = (3, 2, 200, Command::MGet { keys: vec!["k2".into(), "k0".into()] });
+    let mut leader_out = Outbox::default();
+    let mut follower_out = Outbox::default();
+    release(&mut leader, &[a.clone(), w.clone()], &mut leader_out);
+    release(&mut follower, &[a, w], &mut follower_out);
+    assert_eq!(deadlines(&leader), vec![100, 101], "the leader appended W at a raised deadline");
+    assert_eq!(deadlines(&follower), vec![100], "the follower holds W late");
+    assert_eq!(follower.late.len(), 1);
+    release(&mut leader, std::slice::from_ref(&r), &mut leader_out);
+    release(&mut follower, std::slice::from_ref(&r), &mut follower_out);
+    let id = RequestId { client: ClientId(3), number: 2 };
+    let hash_of = |out: &Outbox<Nezha>| {
+        let replies = |message: &Message| match message {
+            Message::FastReplies { replies, .. } => Some(replies.clone()),
+            _ => None,
+        };
+        sent(out, replies).concat().into_iter().find(|reply| reply.id == id).map(|reply| reply.hash)
+    };
+    let (leader_hash, follower_hash) = (hash_of(&leader_out), hash_of(&follower_out));
+    assert!(leader_hash.is_some() && follower_hash.is_some(), "both fast-replied to R");
+    assert_ne!(leader_hash, follower_hash, "the follower lacks W: R's hashes must differ");
+    leader.check_invariants();
+    follower.check_invariants();
 }
 
 #[test]
