@@ -127,6 +127,8 @@ registry! {
     #[cfg(feature = "canary")]
     tempo::TempoMinorityStability => canary: true,
     #[cfg(feature = "canary")]
+    tempo::TempoEarlyForget => canary: true,
+    #[cfg(feature = "canary")]
     nopaxos::NoPaxosRequestOverNoOp => canary: true,
     #[cfg(feature = "canary")]
     chora::ChoraCommitBelowQuorum => canary: true,

@@ -10,12 +10,16 @@
 //!   the 3-replica harness never has; `tests.rs` shows it breaking agreement): recovery ballots
 //!   computed with floor division, so a first recovery runs at `rank + 1`, an initial
 //!   coordinator's ballot (spec §6.4).
+//! - `TempoEarlyForget`: garbage collection forgets a command once every replica of its shard
+//!   but one executed it. The global checker (`gc::GcChecker`) sees a replica forget a command
+//!   that a replica of its shard has not executed.
 
 use super::client::Client;
+use super::gc::{GcChecker, Observation};
 use super::replica::{Boot, Replica};
 use super::{Config, Flaw, Tempo, Timer, messages::Message};
 use crate::canary::{Retyped, real_context};
-use ordo_core::{Node, NodeContext, Protocol, Role};
+use ordo_core::{GlobalChecker, Node, NodeContext, Protocol, Role};
 
 /// Tempo whose stability needs one process instead of a majority (broken on purpose).
 pub struct TempoMinorityStability;
@@ -23,9 +27,13 @@ pub struct TempoMinorityStability;
 /// Tempo whose first recovery ballot may equal an initial coordinator's (broken on purpose).
 pub struct TempoLowRecoveryBallot;
 
+/// Tempo whose garbage collection forgets a command one replica has not executed (broken on
+/// purpose).
+pub struct TempoEarlyForget;
+
 pub(crate) fn new_flawed<P>(context: NodeContext<P>, durable: &[()], flaw: Flaw) -> Box<dyn Node<P>>
 where
-    P: Protocol<Message = Message, Timer = Timer, Durable = (), Config = Config, Observation = ()>,
+    P: Protocol<Message = Message, Timer = Timer, Durable = (), Config = Config, Observation = Observation>,
 {
     let role = context.role();
     let context = real_context::<Tempo, P>(context);
@@ -43,7 +51,7 @@ impl Protocol for TempoMinorityStability {
     type Timer = Timer;
     type Durable = ();
     type Config = Config;
-    type Observation = ();
+    type Observation = Observation;
 
     fn has_fast_path() -> bool {
         true
@@ -73,7 +81,7 @@ impl Protocol for TempoLowRecoveryBallot {
     type Timer = Timer;
     type Durable = ();
     type Config = Config;
-    type Observation = ();
+    type Observation = Observation;
 
     fn has_fast_path() -> bool {
         true
@@ -89,5 +97,39 @@ impl Protocol for TempoLowRecoveryBallot {
 
     fn new_node(context: NodeContext<Self>, durable: Vec<()>) -> Box<dyn Node<Self>> {
         new_flawed(context, &durable, Flaw::LowRecoveryBallot)
+    }
+}
+
+impl Protocol for TempoEarlyForget {
+    const NAME: &'static str = "tempo-canary-early-forget";
+    const SUMMARY: &'static str = "BROKEN on purpose: Tempo that forgets a command one replica has not executed";
+    type Message = Message;
+    type Timer = Timer;
+    type Durable = ();
+    type Config = Config;
+    type Observation = Observation;
+
+    fn has_fast_path() -> bool {
+        true
+    }
+
+    fn supports_shards() -> bool {
+        true
+    }
+
+    fn crash_model() -> ordo_core::CrashModel {
+        ordo_core::CrashModel::Stop
+    }
+
+    fn validate_config(config: &Config) -> Result<(), String> {
+        config.validate()
+    }
+
+    fn global_checker() -> Option<Box<dyn GlobalChecker<Self>>> {
+        Some(Box::new(GcChecker::default()))
+    }
+
+    fn new_node(context: NodeContext<Self>, durable: Vec<()>) -> Box<dyn Node<Self>> {
+        new_flawed(context, &durable, Flaw::EarlyForget)
     }
 }

@@ -161,6 +161,17 @@ pub enum Message {
         /// The next sequence number the sender expects from the receiver.
         ack: u64,
     },
+    /// Process → each peer of its shard: the commands the sender executed, `from_seq..` of its
+    /// executed log, and how much of the receiver's executed log the sender holds (garbage
+    /// collection, `gc.rs`; not in the paper). Reliable the same way as `Promises`.
+    Executed {
+        /// Sequence number of the first dot sent.
+        from_seq: u64,
+        /// Consecutive dots of the sender's executed log.
+        dots: Vec<Dot>,
+        /// The next sequence number the sender expects from the receiver.
+        ack: u64,
+    },
     /// Recovering process → its shard: phase 1 at `ballot` (`MRec`). Carries the payload so
     /// that a process without it can join (payload dissemination).
     Rec {
@@ -221,4 +232,27 @@ pub enum Message {
         /// The result of the shard's part.
         result: CommandResult,
     },
+}
+
+impl Message {
+    /// The command a message is about, if it is about one (all but the streams `Promises` and
+    /// `Executed`).
+    pub fn dot(&self) -> Option<Dot> {
+        match self {
+            Message::Submit { dot, .. }
+            | Message::Propose { dot, .. }
+            | Message::Payload { dot, .. }
+            | Message::ProposeAck { dot, .. }
+            | Message::Commit { dot, .. }
+            | Message::Consensus { dot, .. }
+            | Message::ConsensusAck { dot, .. }
+            | Message::Rec { dot, .. }
+            | Message::RecAck { dot, .. }
+            | Message::Help { dot, .. }
+            | Message::Bump { dot, .. }
+            | Message::Stable { dot, .. }
+            | Message::Reply { dot, .. } => Some(*dot),
+            Message::Promises { .. } | Message::Executed { .. } => None,
+        }
+    }
 }

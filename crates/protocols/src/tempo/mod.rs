@@ -28,6 +28,7 @@
 //! | `Commit` | coordinator → every replica of every accessed shard | the shard's timestamp |
 //! | `Consensus` / `ConsensusAck` | coordinator ↔ shard | slow path and recovery phase 2 |
 //! | `Promises` | replica → each shard peer | its promise log, with acknowledgements |
+//! | `Executed` | replica → each shard peer | the dots it executed, with acknowledgements (GC) |
 //! | `Rec` / `RecAck` | recovering process ↔ shard | recovery phase 1 (carries the payload) |
 //! | `Help` | replica → replicas | ask for a commit or payload it lacks |
 //! | `Bump` | fast-quorum member → nearby replica of other shards | faster stability |
@@ -40,15 +41,19 @@
 //! - `abal ≤ bal`; recovery ballots are above `r` and owned by the sender.
 //! - Executed commands run in ⟨ts, dot⟩ order per key and only once stable (executor).
 //! - Every map is bounded by a configured limit.
+//! - A command is forgotten only once every replica of its shard executed it, and a forgotten
+//!   command is never held again (`gc.rs`).
 //!
 //! # Status line
 //!
-//! `shard=0 rank=1 cmds=120 pending=2 waiting=1 exec=117 keys=5 log=40 suspects=0`.
+//! `shard=0 rank=1 cmds=12 peak=40 pending=2 waiting=1 exec=117 forgotten=105 keys=5 log=40
+//! suspects=0`.
 
 #[cfg(any(test, feature = "canary"))]
 pub mod canary;
 pub mod client;
 pub mod executor;
+pub mod gc;
 pub mod messages;
 pub mod promises;
 pub mod recovery;
@@ -56,12 +61,14 @@ pub mod replica;
 pub mod shards;
 
 #[cfg(feature = "canary")]
-pub use canary::{TempoLowRecoveryBallot, TempoMinorityStability};
+pub use canary::{TempoEarlyForget, TempoLowRecoveryBallot, TempoMinorityStability};
 
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod tests_executor;
+#[cfg(test)]
+mod tests_gc;
 #[cfg(test)]
 mod tests_promises;
 #[cfg(test)]
@@ -73,7 +80,7 @@ mod tests_scenarios;
 #[cfg(test)]
 mod tests_scripts;
 
-use ordo_core::{CrashModel, Node, NodeContext, Protocol, Role, Topology};
+use ordo_core::{CrashModel, GlobalChecker, Node, NodeContext, Protocol, Role, Topology};
 use serde::{Deserialize, Serialize};
 
 /// Tempo.
@@ -123,6 +130,12 @@ pub struct Config {
     pub client_window: usize,
     /// Most clients in the client table; submissions from new clients are refused beyond it.
     pub clients_max: usize,
+    /// Forgotten commands remembered one by one per client (`gc::Forgotten`); older ones fold
+    /// into the client's floor, below which every message is dropped.
+    pub forgotten_window: usize,
+    /// Most executed dots kept for peers that have not acknowledged them; a peer further
+    /// behind is cut off (only a crashed peer gets that far behind).
+    pub executed_log_max: usize,
 }
 
 impl Default for Config {
@@ -141,6 +154,8 @@ impl Default for Config {
             keys_max: 4_000_000,
             client_window: 65_536,
             clients_max: 65_536,
+            forgotten_window: 1024,
+            executed_log_max: 2_000_000,
         }
     }
 }
@@ -160,6 +175,8 @@ impl Config {
             ("keys_max", self.keys_max as u64),
             ("client_window", self.client_window as u64),
             ("clients_max", self.clients_max as u64),
+            ("forgotten_window", self.forgotten_window as u64),
+            ("executed_log_max", self.executed_log_max as u64),
         ];
         if let Some((name, _)) = positive.iter().find(|(_, value)| *value == 0) {
             return Err(format!("tempo: {name} must be positive"));
@@ -201,6 +218,9 @@ pub(crate) enum Flaw {
     /// Recovery ballots computed with floor division: a first recovery uses ballot `rank + 1`,
     /// which may equal an initial coordinator's ballot (spec §6.4).
     LowRecoveryBallot,
+    /// Garbage collection forgets a command once all replicas of the shard but one executed
+    /// it (`gc.rs`).
+    EarlyForget,
 }
 
 impl Protocol for Tempo {
@@ -210,7 +230,7 @@ impl Protocol for Tempo {
     type Timer = Timer;
     type Durable = ();
     type Config = Config;
-    type Observation = ();
+    type Observation = gc::Observation;
 
     fn has_fast_path() -> bool {
         true
@@ -218,6 +238,11 @@ impl Protocol for Tempo {
 
     fn supports_shards() -> bool {
         true
+    }
+
+    /// A replica forgets a command only once every replica of its shard executed it.
+    fn global_checker() -> Option<Box<dyn GlobalChecker<Self>>> {
+        Some(Box::new(gc::GcChecker::default()))
     }
 
     /// Crash-stop, as the paper (§2): a restarted replica retires (`replica::Life`).

@@ -4,6 +4,7 @@
 //! multi-shard parts (Algorithm 3) in `shards.rs`, ordering in `executor.rs`.
 
 use super::executor::{ClientTable, Dedup, Executor};
+use super::gc::{Forgotten, Gc};
 use super::messages::{Dot, Message, Payload, PromiseRange};
 use super::promises::{KeyClocks, PromiseTable};
 use super::{Config, FastQuorumChoice, Flaw, Tempo, Timer};
@@ -82,6 +83,8 @@ pub struct Instance {
     pub stable_from: BTreeSet<u32>,
     /// We told the other shards the command is stable here.
     pub stable_sent: bool,
+    /// Ranks of our shard known to have executed the command (garbage collection, `gc.rs`).
+    pub executed_by: u64,
 }
 
 impl Instance {
@@ -103,6 +106,7 @@ impl Instance {
             rec_acks: BTreeMap::new(),
             stable_from: BTreeSet::new(),
             stable_sent: false,
+            executed_by: 0,
         }
     }
 }
@@ -172,12 +176,16 @@ pub struct Replica {
     pub(crate) clocks: KeyClocks,
     pub(crate) promises: PromiseTable,
     pub(crate) instances: BTreeMap<Dot, Instance>,
+    /// The most instances held at once: the memory gauge of the status line (`peak=`).
+    pub(crate) instances_peak: usize,
     /// Commands to look at again at a local time: recover, or ask for what is missing.
     pub(crate) watch: BTreeMap<Dot, u64>,
     pub(crate) executor: Executor,
     pub(crate) clients: ClientTable,
     pub(crate) state_machine: Box<dyn StateMachine>,
     pub(crate) log: PromiseLog,
+    /// Garbage collection: our executed stream and what we forgot.
+    pub(crate) gc: Gc,
     /// Per peer rank: local time we last heard from it.
     pub(crate) last_heard: Vec<u64>,
     pub(crate) now_ns: u64,
@@ -211,11 +219,13 @@ impl Replica {
             clocks: KeyClocks::default(),
             promises: PromiseTable::new(r),
             instances: BTreeMap::new(),
+            instances_peak: 0,
             watch: BTreeMap::new(),
             executor: Executor::default(),
             clients: ClientTable::default(),
             state_machine: (context.new_state_machine)(),
             log: PromiseLog { base: 0, ranges: VecDeque::new(), acked: vec![0; r], expected: vec![0; r] },
+            gc: Gc::new(r),
             last_heard: vec![0; r],
             now_ns: 0,
             stats: NodeStats::default(),
@@ -286,16 +296,26 @@ impl Replica {
         payload.shards.iter().flat_map(|&s| self.topology.replicas_of(s as usize).iter().copied()).collect()
     }
 
-    /// Is the command committed here (line 47's `commit ∪ execute`)?
-    pub(crate) fn committed(instances: &BTreeMap<Dot, Instance>, dot: Dot) -> bool {
-        instances.get(&dot).is_some_and(|instance| instance.phase.committed())
+    /// Is the command committed here (line 47's `commit ∪ execute`)? A forgotten command was
+    /// executed here.
+    pub(crate) fn committed(instances: &BTreeMap<Dot, Instance>, forgotten: &Forgotten, dot: Dot) -> bool {
+        match instances.get(&dot) {
+            Some(instance) => instance.phase.committed(),
+            None => forgotten.contains(dot),
+        }
     }
 
     /// Makes room for a command we hear of; `None` when the table is full.
     pub(crate) fn instance(&mut self, dot: Dot) -> Option<&mut Instance> {
-        if !self.instances.contains_key(&dot) && self.instances.len() >= self.config.instances_max {
-            self.stats.drop_input("instance table full");
-            return None;
+        if !self.instances.contains_key(&dot) {
+            // Every input about a forgotten command is dropped before its handler runs
+            // (`forgotten_guard`), so none brings it back to be proposed or run again.
+            assert!(!self.gc.forgotten.contains(dot), "a forgotten command is never recreated");
+            if self.instances.len() >= self.config.instances_max {
+                self.stats.drop_input("instance table full");
+                return None;
+            }
+            self.instances_peak = self.instances_peak.max(self.instances.len() + 1);
         }
         Some(self.instances.entry(dot).or_insert_with(Instance::new))
     }
@@ -304,10 +324,10 @@ impl Replica {
     pub(crate) fn publish_fresh(&mut self) {
         let fresh = std::mem::take(&mut self.fresh);
         for range in &fresh {
-            let instances = &self.instances;
+            let (instances, forgotten) = (&self.instances, &self.gc.forgotten);
             let moved = self
                 .promises
-                .insert(self.rank, range, &|dot| Self::committed(instances, dot))
+                .insert(self.rank, range, &|dot| Self::committed(instances, forgotten, dot))
                 .expect("our own promises are consistent");
             if moved {
                 self.executor.touch_key(&range.key);
@@ -653,8 +673,8 @@ impl Replica {
         let own = shard == self.shard;
         if own {
             for (rank, range) in &promises {
-                let instances = &self.instances;
-                match self.promises.insert(*rank as usize, range, &|d| Self::committed(instances, d)) {
+                let (instances, forgotten) = (&self.instances, &self.gc.forgotten);
+                match self.promises.insert(*rank as usize, range, &|d| Self::committed(instances, forgotten, d)) {
                     Ok(true) => self.executor.touch_key(&range.key),
                     Ok(false) => {}
                     Err(error) => self.stats.drop_input(error.reason()),
@@ -706,8 +726,8 @@ impl Replica {
         self.fresh = fresh;
         self.publish_fresh();
         self.executor.add(dot, ts, &keys);
-        let instances = &self.instances;
-        for key in self.promises.on_commit(dot, &|d| Self::committed(instances, d)) {
+        let (instances, forgotten) = (&self.instances, &self.gc.forgotten);
+        for key in self.promises.on_commit(dot, &|d| Self::committed(instances, forgotten, d)) {
             self.executor.touch_key(&key);
         }
         self.stats.count("commit");
@@ -769,8 +789,8 @@ impl Replica {
         }
         let skip = (expected - from_seq) as usize;
         for range in ranges.iter().skip(skip) {
-            let instances = &self.instances;
-            match self.promises.insert(rank, range, &|d| Self::committed(instances, d)) {
+            let (instances, forgotten) = (&self.instances, &self.gc.forgotten);
+            match self.promises.insert(rank, range, &|d| Self::committed(instances, forgotten, d)) {
                 Ok(true) => self.executor.touch_key(&range.key),
                 Ok(false) => {}
                 Err(error) => self.stats.drop_input(error.reason()),
@@ -832,6 +852,7 @@ impl Replica {
         {
             out.send_durable(payload.client, Message::Reply { dot, shard: self.shard, result });
         }
+        self.note_executed(dot, out);
     }
 }
 
@@ -847,6 +868,7 @@ fn highest_number(message: &Message) -> u64 {
     match message {
         Message::Submit { .. } | Message::Payload { .. } | Message::Help { .. } | Message::Reply { .. } => 0,
         Message::Stable { .. } => 0,
+        Message::Executed { from_seq, dots, ack } => (*from_seq).max(*ack).saturating_add(dots.len() as u64),
         Message::Propose { t, .. } | Message::Bump { t, .. } => *t,
         Message::ProposeAck { t, promises, .. } => (*t).max(ranges(&mut promises.iter())),
         Message::Commit { t, promises, .. } => (*t).max(ranges(&mut promises.iter().map(|(_, range)| range))),
@@ -906,6 +928,7 @@ impl Node<Tempo> for Replica {
             "log bounded"
         );
         assert!(self.log.acked.len() == self.r() && self.log.expected.len() == self.r(), "one stream per peer");
+        assert!(self.gc.log.dots.len() <= self.config.executed_log_max, "executed log bounded");
     }
 
     fn is_recovering(&self) -> bool {
@@ -937,13 +960,15 @@ impl Node<Tempo> for Replica {
             )
         });
         format!(
-            "shard={} rank={} cmds={} pending={} waiting={} exec={} keys={} log={} suspects={}{}",
+            "shard={} rank={} cmds={} peak={} pending={} waiting={} exec={} forgotten={} keys={} log={} suspects={}{}",
             self.shard,
             self.rank,
             self.instances.len(),
+            self.instances_peak,
             pending,
             self.executor.len(),
             self.stats.executed,
+            self.gc.forgotten.len(),
             self.clocks.len(),
             self.log.ranges.len(),
             suspects,
@@ -963,6 +988,10 @@ impl Replica {
         if let Some(rank) = self.rank_of(from) {
             self.last_heard[rank] = now.local_ns;
         }
+        if let Some(reason) = self.forgotten_guard(from, &message, out) {
+            self.stats.drop_input(reason);
+            return;
+        }
         let handled = match message {
             Message::Submit { dot, shards, parts, coordinators } => {
                 self.on_submit(from, dot, shards, parts, coordinators, out)
@@ -978,6 +1007,10 @@ impl Replica {
             Message::Promises { from_seq, ranges, ack } => match self.rank_of(from) {
                 Some(rank) if rank != self.rank => self.on_promises(rank, from_seq, ranges, ack),
                 _ => Err("promises from outside the shard"),
+            },
+            Message::Executed { from_seq, dots, ack } => match self.rank_of(from) {
+                Some(rank) if rank != self.rank => self.on_executed(rank, from_seq, dots, ack, out),
+                _ => Err("executed dots from outside the shard"),
             },
             Message::Rec { dot, ballot, payload } => self.on_rec(from, dot, ballot, payload, out),
             Message::RecAck { dot, t, phase, abal, ballot } => self.on_rec_ack(from, dot, t, phase, abal, ballot, out),
@@ -998,6 +1031,7 @@ impl Replica {
         match timer {
             Timer::Promises => {
                 self.send_promises(out);
+                self.send_executed(out);
                 out.set_timer(Timer::Promises, self.config.promise_interval_ns);
             }
             Timer::Tick => {
