@@ -56,21 +56,34 @@ fn benchmark_arguments(args: &BenchArgs, port: u16) -> Vec<String> {
     arguments
 }
 
-/// Runs the soak of every protocol in turn and writes the files; see the module's header.
+/// Runs the soak of every protocol in turn and writes the files; see the module's header. A soak
+/// that stops early (a node or redis-benchmark exited) still writes what it sampled, then exits 1.
 pub(super) fn run(args: &BenchArgs, protocols: &[String], duration: Duration) -> ExitCode {
     let mut soaks = Vec::new();
+    let mut failed = None;
     for (index, protocol) in protocols.iter().enumerate() {
         match soak_one(args, protocol, index, duration) {
-            Ok(soak) => soaks.push(soak),
+            Ok((soak, stopped)) => {
+                soaks.push(soak);
+                if let Some(error) = stopped {
+                    failed = Some((ExitCode::from(1), format!("{protocol}: {error}")));
+                    break;
+                }
+            }
             Err((code, error)) => {
-                eprintln!("error: {protocol}: {error}");
-                return code;
+                failed = Some((code, format!("{protocol}: {error}")));
+                break;
             }
         }
     }
-    match write_files(&args.out, &soaks, duration) {
-        Ok(passed) if passed => ExitCode::SUCCESS,
-        Ok(_) => {
+    let written = if soaks.is_empty() { Ok(true) } else { write_files(&args.out, &soaks, duration) };
+    if let Some((code, error)) = failed {
+        eprintln!("error: {error}");
+        return code;
+    }
+    match written {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => {
             eprintln!("soak: memory or throughput moved beyond the bounds (see soak-summary.md)");
             ExitCode::from(1)
         }
@@ -83,7 +96,13 @@ pub(super) fn run(args: &BenchArgs, protocols: &[String], duration: Duration) ->
 
 type Failure = (ExitCode, String);
 
-fn soak_one(args: &BenchArgs, protocol: &str, index: usize, duration: Duration) -> Result<Soak, Failure> {
+/// One protocol's soak, with why it stopped early if it did; an error when it could not start.
+fn soak_one(
+    args: &BenchArgs,
+    protocol: &str,
+    index: usize,
+    duration: Duration,
+) -> Result<(Soak, Option<String>), Failure> {
     let mut up = up_args(args, protocol, index);
     // Node i uses port_base + i; 20 ports per protocol leave the last for the Redis port.
     up.redis_port = up.port_base + 19;
@@ -104,10 +123,12 @@ fn soak_one(args: &BenchArgs, protocol: &str, index: usize, duration: Duration) 
             (ExitCode::from(2), format!("redis-benchmark: {error}; {hint}"))
         })?;
     let mut benchmark = KillOnDrop(benchmark);
-    let samples = sample_until(&mut cluster, &mut benchmark.0, duration, Duration::from_nanos(args.soak_every));
+    let mut samples = Vec::new();
+    let stopped =
+        sample_until(&mut cluster, &mut benchmark.0, duration, Duration::from_nanos(args.soak_every), &mut samples);
     cluster.stop();
     let _ = std::fs::remove_dir_all(&data_dir);
-    Ok(Soak { protocol: protocol.to_string(), samples: samples.map_err(|error| (ExitCode::from(1), error))? })
+    Ok((Soak { protocol: protocol.to_string(), samples }, stopped.err()))
 }
 
 /// A child process killed and reaped when dropped.
@@ -120,16 +141,16 @@ impl Drop for KillOnDrop {
     }
 }
 
-/// Samples every `every` until `duration` has passed; stops with an error when a node or
-/// redis-benchmark exits.
+/// Samples into `samples` every `every` until `duration` has passed; stops with an error when a
+/// node or redis-benchmark exits.
 fn sample_until(
     cluster: &mut LocalCluster,
     benchmark: &mut Child,
     duration: Duration,
     every: Duration,
-) -> Result<Vec<Sample>, String> {
+    samples: &mut Vec<Sample>,
+) -> Result<(), String> {
     let started = Instant::now();
-    let mut samples = Vec::new();
     let mut previous = (completed(cluster), cpu_total(cluster));
     while started.elapsed() < duration {
         std::thread::sleep(every.min(duration.saturating_sub(started.elapsed())).max(Duration::from_millis(100)));
@@ -158,7 +179,7 @@ fn sample_until(
         samples.push(sample);
         previous = (done, cpu);
     }
-    Ok(samples)
+    Ok(())
 }
 
 fn rss_text(sample: &Sample) -> String {
