@@ -44,92 +44,69 @@ where
     Retyped::boxed(inner)
 }
 
-impl Protocol for TempoMinorityStability {
-    const NAME: &'static str = "tempo-canary-minority-stability";
-    const SUMMARY: &'static str = "BROKEN on purpose: Tempo whose stability needs one process, not a majority";
-    type Message = Message;
-    type Timer = Timer;
-    type Durable = ();
-    type Config = Config;
-    type Observation = Observation;
+/// The `Protocol` impl of a canary: Tempo's types and options with one flaw on, sharding where
+/// the flaw can show without it or not, and the garbage-collection checker when asked for.
+macro_rules! flawed_protocol {
+    ($canary:ty, $name:literal, $summary:literal, $flaw:expr, shards: $shards:literal, checker: $checker:literal) => {
+        impl Protocol for $canary {
+            const NAME: &'static str = $name;
+            const SUMMARY: &'static str = $summary;
+            type Message = Message;
+            type Timer = Timer;
+            type Durable = ();
+            type Config = Config;
+            type Observation = Observation;
 
-    fn has_fast_path() -> bool {
-        true
-    }
+            fn has_fast_path() -> bool {
+                true
+            }
 
-    fn supports_shards() -> bool {
-        true
-    }
+            fn supports_shards() -> bool {
+                $shards
+            }
 
-    fn crash_model() -> ordo_core::CrashModel {
-        ordo_core::CrashModel::Stop
-    }
+            fn crash_model() -> ordo_core::CrashModel {
+                ordo_core::CrashModel::Stop
+            }
 
-    fn validate_config(config: &Config) -> Result<(), String> {
-        config.validate()
-    }
+            fn validate_config(config: &Config) -> Result<(), String> {
+                config.validate()
+            }
 
-    fn new_node(context: NodeContext<Self>, durable: Vec<()>) -> Box<dyn Node<Self>> {
-        new_flawed(context, &durable, Flaw::MinorityStability)
-    }
+            fn global_checker() -> Option<Box<dyn GlobalChecker<Self>>> {
+                $checker.then(|| Box::new(GcChecker::default()) as Box<dyn GlobalChecker<Self>>)
+            }
+
+            fn new_node(context: NodeContext<Self>, durable: Vec<()>) -> Box<dyn Node<Self>> {
+                new_flawed(context, &durable, $flaw)
+            }
+        }
+    };
 }
 
-impl Protocol for TempoLowRecoveryBallot {
-    const NAME: &'static str = "tempo-canary-low-recovery-ballot";
-    const SUMMARY: &'static str = "BROKEN on purpose: Tempo whose first recovery ballot may equal a coordinator's";
-    type Message = Message;
-    type Timer = Timer;
-    type Durable = ();
-    type Config = Config;
-    type Observation = Observation;
+flawed_protocol!(
+    TempoMinorityStability,
+    "tempo-canary-minority-stability",
+    "BROKEN on purpose: Tempo whose stability needs one process, not a majority",
+    Flaw::MinorityStability,
+    shards: true,
+    checker: false
+);
 
-    fn has_fast_path() -> bool {
-        true
-    }
+flawed_protocol!(
+    TempoLowRecoveryBallot,
+    "tempo-canary-low-recovery-ballot",
+    "BROKEN on purpose: Tempo whose first recovery ballot may equal a coordinator's",
+    Flaw::LowRecoveryBallot,
+    shards: false,
+    checker: false
+);
 
-    fn crash_model() -> ordo_core::CrashModel {
-        ordo_core::CrashModel::Stop
-    }
-
-    fn validate_config(config: &Config) -> Result<(), String> {
-        config.validate()
-    }
-
-    fn new_node(context: NodeContext<Self>, durable: Vec<()>) -> Box<dyn Node<Self>> {
-        new_flawed(context, &durable, Flaw::LowRecoveryBallot)
-    }
-}
-
-impl Protocol for TempoEarlyForget {
-    const NAME: &'static str = "tempo-canary-early-forget";
-    const SUMMARY: &'static str = "BROKEN on purpose: Tempo that forgets a command one replica has not executed";
-    type Message = Message;
-    type Timer = Timer;
-    type Durable = ();
-    type Config = Config;
-    type Observation = Observation;
-
-    fn has_fast_path() -> bool {
-        true
-    }
-
-    fn supports_shards() -> bool {
-        true
-    }
-
-    fn crash_model() -> ordo_core::CrashModel {
-        ordo_core::CrashModel::Stop
-    }
-
-    fn validate_config(config: &Config) -> Result<(), String> {
-        config.validate()
-    }
-
-    fn global_checker() -> Option<Box<dyn GlobalChecker<Self>>> {
-        Some(Box::new(GcChecker::default()))
-    }
-
-    fn new_node(context: NodeContext<Self>, durable: Vec<()>) -> Box<dyn Node<Self>> {
-        new_flawed(context, &durable, Flaw::EarlyForget)
-    }
-}
+flawed_protocol!(
+    TempoEarlyForget,
+    "tempo-canary-early-forget",
+    "BROKEN on purpose: Tempo that forgets a command one replica has not executed",
+    Flaw::EarlyForget,
+    shards: true,
+    checker: true
+);
