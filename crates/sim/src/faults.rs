@@ -286,10 +286,7 @@ impl FaultPlan {
             let chosen: Vec<u32> =
                 if down_all { clients.to_vec() } else { vec![clients[rng.random_range(0..clients.len())]] };
             for node in chosen {
-                let overlaps = faults.iter().any(|fault| {
-                    matches!(fault, Fault::Crash { node: n, at_ns: a, restart_ns: Some(r) } if *n == node && *a < restart_ns && at_ns < *r)
-                });
-                if !overlaps {
+                if !crash_overlaps(&faults, node, at_ns, restart_ns) {
                     faults.push(Fault::Crash { node, at_ns, restart_ns: Some(restart_ns) });
                 }
             }
@@ -330,6 +327,13 @@ impl FaultPlan {
     }
 }
 
+/// True when `faults` already crash `node` at some time between `at_ns` and `restart_ns`.
+fn crash_overlaps(faults: &[Fault], node: u32, at_ns: u64, restart_ns: u64) -> bool {
+    faults.iter().any(|fault| {
+        matches!(fault, Fault::Crash { node: n, at_ns: a, restart_ns: Some(r) } if *n == node && *a < restart_ns && at_ns < *r)
+    })
+}
+
 fn window(rng: &mut ChaCha8Rng, heal_ns: u64, length_max_ns: u64) -> (u64, u64) {
     let start = rng.random_range(heal_ns / 20..heal_ns * 9 / 10);
     let length = rng.random_range(length_max_ns / 20..=length_max_ns.max(1));
@@ -352,9 +356,7 @@ fn draw_crashes(rng: &mut ChaCha8Rng, scope: &RandomPlanScope, heal_ns: u64, fau
             let node = shard[rng.random_range(0..shard.len())];
             let (at_ns, restart_ns) = window(rng, heal_ns, heal_ns / 4);
             let overlapping = down.iter().filter(|(start, end)| *start < restart_ns && at_ns < *end).count();
-            let same_node = faults.iter().any(|fault| {
-                matches!(fault, Fault::Crash { node: n, at_ns: a, restart_ns: Some(r) } if *n == node && *a < restart_ns && at_ns < *r)
-            });
+            let same_node = crash_overlaps(faults, node, at_ns, restart_ns);
             let within_f = match scope.crash_model {
                 CrashModel::Recover => overlapping < scope.f,
                 CrashModel::Stop => crashed.contains(&node) || crashed.len() < scope.f,

@@ -151,7 +151,7 @@ fn sample_until(
     samples: &mut Vec<Sample>,
 ) -> Result<(), String> {
     let started = Instant::now();
-    let mut previous = (completed(cluster), cpu_total(cluster));
+    let mut previous = (completed(cluster), cpu_total(&process_samples(cluster)));
     while started.elapsed() < duration {
         std::thread::sleep(every.min(duration.saturating_sub(started.elapsed())).max(Duration::from_millis(100)));
         if let Ok(Some(status)) = benchmark.try_wait() {
@@ -163,11 +163,11 @@ fn sample_until(
             }
         }
         let t_s = started.elapsed().as_secs_f64();
-        let (done, cpu) = (completed(cluster), cpu_total(cluster));
+        let processes = process_samples(cluster);
+        let (done, cpu) = (completed(cluster), cpu_total(&processes));
         let elapsed_s = t_s - samples.last().map_or(0.0, |s: &Sample| s.t_s);
         let operations = done.saturating_sub(previous.0) as f64;
         let cpu_us_per_op = if operations > 0.0 { (cpu - previous.1) * 1e6 / operations } else { 0.0 };
-        let processes = cluster.children.iter().map(|(name, child)| process_sample(name, child.id())).collect();
         let sample = Sample { t_s, ops_per_s: operations / elapsed_s.max(1e-9), cpu_us_per_op, processes };
         eprintln!(
             "  {:>6.0} s {:>9.0} ops/s {:>6.1} µs/op CPU  {}",
@@ -197,8 +197,13 @@ fn completed(cluster: &LocalCluster) -> u64 {
         .unwrap_or(0)
 }
 
-fn cpu_total(cluster: &LocalCluster) -> f64 {
-    cluster.children.iter().map(|(name, child)| process_sample(name, child.id()).cpu_s).sum()
+/// One sample of every node process of `cluster`.
+fn process_samples(cluster: &LocalCluster) -> Vec<ProcessSample> {
+    cluster.children.iter().map(|(name, child)| process_sample(name, child.id())).collect()
+}
+
+fn cpu_total(processes: &[ProcessSample]) -> f64 {
+    processes.iter().map(|p| p.cpu_s).sum()
 }
 
 /// Resident memory and CPU time (user + system) of process `pid`, from /proc; zeros when it is
