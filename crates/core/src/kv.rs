@@ -49,6 +49,15 @@ pub trait StateMachine: Send {
     fn restore(&mut self, snapshot: &[u8]) -> Result<(), SnapshotError>;
     /// Per-key digests, sorted by key, for the replica-agreement check (empty if unsupported).
     fn key_digests(&self) -> Vec<KeyDigest>;
+    /// Calls `visit(key, version, chain)` for every key's digest, sorted by key, as
+    /// [`StateMachine::key_digests`] lists them but without collecting them: a real replica
+    /// hashes them for its status every few seconds, over states of millions of keys. The
+    /// default walks `key_digests`.
+    fn visit_key_digests(&self, visit: &mut dyn FnMut(&Key, u64, u64)) {
+        for digest in self.key_digests() {
+            visit(&digest.key, digest.version, digest.chain);
+        }
+    }
     /// A scratch machine holding copies of just `keys`, for speculative execution (a SwiftPaxos
     /// leader applies the pending commands that conflict with a new one, then the new one,
     /// without touching the real state). Commands that touch only forked keys give the fork
@@ -621,6 +630,12 @@ impl StateMachine for KvStore {
             .collect()
     }
 
+    fn visit_key_digests(&self, visit: &mut dyn FnMut(&Key, u64, u64)) {
+        for (key, entry) in &self.entries {
+            visit(key, self.flushes.version(entry.version), self.flushes.chain(entry.chain));
+        }
+    }
+
     fn fork_keys(&self, keys: &[Key]) -> Option<Box<dyn StateMachine>> {
         Some(Box::new(self.fork(keys)))
     }
@@ -947,6 +962,24 @@ mod tests {
         assert_eq!(restored, kv);
         assert_eq!(restored.key_digests()[0].version, 2);
         assert!(restored.restore(b"\xff\xff garbage").is_err());
+    }
+
+    #[test]
+    fn visiting_key_digests_sees_what_key_digests_lists() {
+        // Goal: the allocation-free walk the runtime's status digest uses is the same list, in
+        // the same order, after a FLUSH too (whose versions and chains are offset).
+        let mut kv = KvStore::new();
+        kv.apply(request(1), &Command::set("b", "1"));
+        kv.apply(request(2), &Command::set("a", "2"));
+        kv.apply(request(3), &Command::Keyspace(crate::command::Keyspace::Flush));
+        kv.apply(request(4), &Command::set("c", "3"));
+        kv.apply(request(5), &Command::append("a", "4"));
+        let mut visited = Vec::new();
+        kv.visit_key_digests(&mut |key, version, chain| {
+            visited.push(KeyDigest { key: key.clone(), version, chain });
+        });
+        assert_eq!(visited, kv.key_digests());
+        assert_eq!(visited.len(), 2);
     }
 
     #[test]

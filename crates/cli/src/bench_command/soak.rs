@@ -112,11 +112,17 @@ fn soak_one(
     eprintln!("== {protocol}: soak of {} s, {} replicas", duration.as_secs(), args.replicas);
     let mut cluster = LocalCluster::start(file, !up.no_key).map_err(|error| (ExitCode::from(1), error))?;
     cluster.wait_ready(Duration::from_secs(20)).map_err(|error| (ExitCode::from(1), error))?;
+    // redis-benchmark's output is kept: when it exits early, its last lines say why.
+    let benchmark_log = args.out.join(format!("soak-{protocol}-redis-benchmark.log"));
+    let output = std::fs::create_dir_all(&args.out)
+        .and_then(|()| std::fs::File::create(&benchmark_log))
+        .map_err(|error| (ExitCode::from(2), format!("{}: {error}", benchmark_log.display())))?;
+    let errors = output.try_clone().map_err(|error| (ExitCode::from(2), error.to_string()))?;
     let benchmark = Command::new("redis-benchmark")
         .args(benchmark_arguments(args, up.redis_port))
         .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stdout(output)
+        .stderr(errors)
         .spawn()
         .map_err(|error| {
             let hint = "redis-benchmark drives the soak: install it (Debian/Ubuntu: apt install redis-tools)";
@@ -127,8 +133,19 @@ fn soak_one(
     let stopped =
         sample_until(&mut cluster, &mut benchmark.0, duration, Duration::from_nanos(args.soak_every), &mut samples);
     cluster.stop();
-    let _ = std::fs::remove_dir_all(&data_dir);
-    Ok((Soak { protocol: protocol.to_string(), samples }, stopped.err()))
+    let stopped = match stopped {
+        Ok(()) => {
+            let _ = std::fs::remove_dir_all(&data_dir);
+            None
+        }
+        // The nodes' logs say what went wrong: keep them.
+        Err(error) => Some(format!(
+            "{error}; redis-benchmark's output is in {}, the nodes' logs and files in {}",
+            benchmark_log.display(),
+            data_dir.display()
+        )),
+    };
+    Ok((Soak { protocol: protocol.to_string(), samples }, stopped))
 }
 
 /// A child process killed and reaped when dropped.

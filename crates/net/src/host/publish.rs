@@ -1,5 +1,5 @@
 //! Metrics publishing: the shared snapshot the HTTP responder serves, refreshed every 200 ms,
-//! with the replicas' state digests refreshed every second.
+//! with the replicas' state digests refreshed every second (less often for a large state).
 
 use super::Local;
 use crate::metrics::{LocalNodeMetrics, Metrics, Transport};
@@ -11,6 +11,9 @@ use std::sync::{Arc, Mutex};
 const METRICS_PERIOD_NS: u64 = 200_000_000;
 /// How often the replicas' state digests are recomputed (they walk every key).
 const DIGEST_PERIOD_NS: u64 = 1_000_000_000;
+/// The walk takes at most one part in this many of the time: a state of millions of keys,
+/// whose walk stalls the node for tens of milliseconds, is hashed less often than every period.
+const DIGEST_TIME_SHARE: u64 = 100;
 
 /// The snapshot shared with the metrics server, when it and the digests are next due, and the
 /// digests last computed (by node id).
@@ -64,7 +67,12 @@ impl Publisher {
         latency: &hdrhistogram::Histogram<u64>,
     ) {
         if digest {
+            let started = std::time::Instant::now();
             self.compute_digests(locals);
+            let spent = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            // `due` scheduled the next walk a period from now; a long walk pushes it back.
+            let later = spent.saturating_mul(DIGEST_TIME_SHARE).saturating_sub(DIGEST_PERIOD_NS);
+            self.digest_due_ns = self.digest_due_ns.saturating_add(later);
         }
         let first_client =
             locals.iter().find(|l| topology.node(l.id).role == Role::Client).map_or(NodeId(u32::MAX), |l| l.id);
@@ -99,11 +107,11 @@ impl Publisher {
         for local in locals {
             if let Some(machine) = local.node().state_machine() {
                 let mut hasher = xxhash_rust::xxh3::Xxh3::new();
-                for key in machine.key_digests() {
-                    hasher.update(&key.key);
-                    hasher.update(&key.version.to_le_bytes());
-                    hasher.update(&key.chain.to_le_bytes());
-                }
+                machine.visit_key_digests(&mut |key, version, chain| {
+                    hasher.update(key);
+                    hasher.update(&version.to_le_bytes());
+                    hasher.update(&chain.to_le_bytes());
+                });
                 self.digests.insert(local.id.0, hasher.digest());
             }
         }

@@ -23,7 +23,9 @@
 //!   executes further.
 //! - **checkpoint**: every `checkpoint_interval` executed entries (more for a big state, up to
 //!   `checkpoint_interval_max`), a replica snapshots its state machine and client table,
-//!   persists them with the log suffix in one `Replace` record, and drops the log prefix.
+//!   persists them with the log in one `Replace` record, and drops the log prefix up to one
+//!   interval behind the snapshot (that tail lets a replica that lags by less catch up with
+//!   entries rather than a snapshot of the whole state).
 //!
 //! # Messages
 //!
@@ -180,13 +182,14 @@ impl Config {
         ordo_core::snapshot_interval(state_bytes, self.checkpoint_bytes_per_op, least, most)
     }
 
-    /// Most entries a replica keeps in its log: two of the longest checkpoint intervals (the log
-    /// is truncated at every checkpoint) plus a full pipeline of uncommitted batches. A replica
-    /// that cannot execute (it waits for a snapshot) stops growing its log here.
+    /// Most entries a replica keeps in its log: three of the longest checkpoint intervals (the
+    /// tail kept behind a checkpoint, the entries executed until the next one, and one of slack)
+    /// plus a full pipeline of uncommitted batches. A replica that cannot execute (it waits for a
+    /// snapshot) stops growing its log here.
     pub fn log_max(&self) -> usize {
         let longest = self.checkpoint_interval.max(self.checkpoint_interval_max);
         let interval = usize::try_from(longest).unwrap_or(usize::MAX);
-        interval.saturating_mul(2).saturating_add(self.pipeline_max.saturating_mul(self.batch_max))
+        interval.saturating_mul(3).saturating_add(self.pipeline_max.saturating_mul(self.batch_max))
     }
 
     /// Rejects options no replica can run with, saying which.
@@ -312,10 +315,25 @@ impl Protocol for MultiPaxos {
     type Config = Config;
     type Observation = checker::Observation;
 
-    /// 100 ms: under `redis-benchmark -c 50 -P 16` on a 2-core host, 10 ms made about 55 view
-    /// changes in 13 s.
+    /// Measured on a 2-core host under `redis-benchmark -c 50 -P 16` with a million keys:
+    /// - view changes after 1 s, as etcd's election timeout: a checkpoint serializes the whole
+    ///   state inside the event loop (63 ms for 500,000 keys on an idle core, two or three
+    ///   times that on a busy one), so a leader stalls that long without a heartbeat; with
+    ///   10 ms the cluster made about 55 view changes in 13 s, with 100 ms about 60 in 100 s;
+    /// - a client retries after 200 ms: with 20 ms, every stall made the gateway resend every
+    ///   request in flight to every replica;
+    /// - state transfer retries after 50 ms (backed off up to 64 times): with 5 ms, replicas
+    ///   waiting for a snapshot of a few hundred thousand keys asked about 250 times a second,
+    ///   and each request made the responder serialize and send the whole state;
+    /// - checkpoints at most every 131,072 entries rather than 16,384, so that a big state
+    ///   (about 35 MB for a million keys) costs a few microseconds per operation, not tens.
     fn runtime_defaults() -> &'static [(&'static str, u64)] {
-        &[("view_change_timeout_ns", 100_000_000)]
+        &[
+            ("view_change_timeout_ns", 1_000_000_000),
+            ("client_retry_ns", 200_000_000),
+            ("state_transfer_retry_ns", 50_000_000),
+            ("checkpoint_interval_max", 131_072),
+        ]
     }
 
     fn coverage_goals() -> &'static [&'static str] {

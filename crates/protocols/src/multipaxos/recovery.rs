@@ -39,7 +39,7 @@ impl Recovered {
             assert!(recovered.last_normal_view <= recovered.view, "a normal view was joined first");
         }
         let snapshot_op = recovered.snapshot.as_ref().map_or(0, |s| s.op);
-        assert!(recovered.log.base() >= snapshot_op, "the log follows the snapshot");
+        assert!(recovered.log.op_number() >= snapshot_op, "the log reaches the snapshot");
         recovered
     }
 
@@ -59,7 +59,10 @@ impl Recovered {
                 self.last_normal_view = *view;
             }
             Durable::Checkpoint { view, last_normal_view, snapshot, log_base, entries } => {
-                assert!(*log_base >= snapshot.op, "a checkpoint's log follows its snapshot");
+                // The log may start before the snapshot (a tail of executed entries kept for
+                // replicas that lag) or after it (a log adopted in a view change), never end before it.
+                let end = log_base.saturating_add(entries.len() as u64);
+                assert!(end >= snapshot.op, "a checkpoint's log reaches its snapshot");
                 assert!(last_normal_view <= view, "a checkpoint's normal view was joined");
                 self.view = self.view.max(*view);
                 self.last_normal_view = *last_normal_view;

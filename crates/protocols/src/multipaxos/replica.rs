@@ -371,7 +371,7 @@ impl Replica {
     /// Persists a checkpoint record: snapshot, view and log, replacing every earlier record.
     pub(super) fn persist_checkpoint(&mut self, out: &mut Outbox<MultiPaxos>) {
         let snapshot = self.snapshot.clone().expect("a checkpoint has a snapshot");
-        assert!(self.log.base() >= snapshot.op, "the log follows the snapshot");
+        assert!(snapshot.op <= self.log.op_number(), "the log reaches the snapshot");
         let record = Durable::Checkpoint {
             view: self.view,
             last_normal_view: self.last_normal_view,
@@ -703,6 +703,12 @@ impl Replica {
     }
 
     /// Every `Config::checkpoint_every` executed entries: snapshot, truncate the log, persist both.
+    ///
+    /// The log keeps a tail of as many entries behind the snapshot (as etcd's raft keeps entries
+    /// behind its snapshot for slow followers): a replica that lags by less than an interval,
+    /// or that adopted a log in a view change just past its executed op, then catches up with
+    /// entries instead of a snapshot of the whole state. The interval grows with the state's
+    /// size, so the tail never costs more bytes than the snapshot it spares.
     pub(super) fn maybe_checkpoint(&mut self, out: &mut Outbox<MultiPaxos>) {
         let executed = self.executor.executed();
         let state_bytes = self.snapshot.as_ref().map_or(0, |snapshot| snapshot.state.len() as u64);
@@ -712,7 +718,8 @@ impl Replica {
         }
         let snapshot = Arc::new(self.executor.snapshot());
         assert_eq!(snapshot.op, executed, "the snapshot is taken at the executed op");
-        self.log.truncate_prefix(executed);
+        let tail_start = executed.saturating_sub(every).max(self.log.base());
+        self.log.truncate_prefix(tail_start);
         self.snapshot = Some(snapshot);
         self.last_checkpoint = executed;
         self.persist_checkpoint(out);

@@ -18,14 +18,19 @@
 //!
 //! Each `NewState` carries at most `state_transfer_entries_max` entries; the requester asks again
 //! from where it got to, so logs of any size move in rounds. A snapshot is one message (the
-//! simulator has no datagram limit). A `GetState` that goes unanswered is sent to the next
-//! replica after `state_transfer_retry_ns`.
+//! simulator has no datagram limit; the runtime sends large messages over TCP). A `GetState`
+//! that goes unanswered is sent to the next replica after `state_transfer_retry_ns`, doubled
+//! at each unanswered retry in a row (a large snapshot takes long to arrive, and each retry
+//! makes a responder send it again).
 
 use super::messages::{Entry, Message, NewState, Snapshot};
 use super::replica::{DropReason, Handled, Replica, Status};
 use super::{Durable, MultiPaxos, Timer};
 use ordo_core::{NodeId, Outbox, PersistMode};
 use std::sync::Arc;
+
+/// Most doublings of the state-transfer retry period (64 times the configured period).
+pub const RETRY_DOUBLINGS_MAX: u32 = 6;
 
 /// The log being collected while joining a view (status `transfer`).
 #[derive(Debug)]
@@ -62,6 +67,11 @@ pub struct TransferState {
     pub requesting: bool,
     /// Whom we asked last.
     pub target: NodeId,
+    /// Requests of this transfer that went unanswered in a row: each doubles the wait before
+    /// the next (up to [`RETRY_DOUBLINGS_MAX`] times), since an answer carrying a large
+    /// snapshot can take longer than the retry period, and every retry makes a responder
+    /// serialize and send the whole state again.
+    pub unanswered: u32,
     /// The log collected while joining a view; present exactly in status `transfer`.
     pub buffer: Option<TransferBuffer>,
 }
@@ -88,6 +98,7 @@ impl Replica {
         self.stats.count("state_transfer");
         self.transfer.requesting = true;
         self.transfer.target = self.leader_of(view);
+        self.transfer.unanswered = 0;
         self.send_get_state(out);
         assert!(self.last_normal_view < self.view || self.status == Status::Transfer);
     }
@@ -113,6 +124,7 @@ impl Replica {
         assert!(source != self.id, "state comes from another replica");
         self.transfer.requesting = true;
         self.transfer.target = source;
+        self.transfer.unanswered = 0;
         self.stats.count("state_transfer");
         self.send_get_state(out);
     }
@@ -125,6 +137,7 @@ impl Replica {
         }
         self.transfer.requesting = true;
         self.transfer.target = source;
+        self.transfer.unanswered = 0;
         out.set_timer(Timer::StateTransfer, self.config.state_transfer_retry_ns);
     }
 
@@ -142,7 +155,8 @@ impl Replica {
         assert!(self.transfer.target != self.id, "state comes from another replica");
         let op_number = self.state_request_point();
         out.send(self.transfer.target, Message::GetState { view: self.view, op_number });
-        out.set_timer(Timer::StateTransfer, self.config.state_transfer_retry_ns);
+        let doublings = self.transfer.unanswered.min(RETRY_DOUBLINGS_MAX);
+        out.set_timer(Timer::StateTransfer, self.config.state_transfer_retry_ns.saturating_mul(1 << doublings));
     }
 
     pub(super) fn on_state_transfer_timer(&mut self, out: &mut Outbox<MultiPaxos>) {
@@ -157,6 +171,7 @@ impl Replica {
         let position = self.others.iter().position(|&r| r == self.transfer.target);
         let next = position.map_or(0, |p| (p + 1) % self.others.len());
         self.transfer.target = self.others[next];
+        self.transfer.unanswered = self.transfer.unanswered.saturating_add(1);
         self.stats.count("state_transfer_retry");
         self.send_get_state(out);
     }
@@ -275,6 +290,7 @@ impl Replica {
         if progressed {
             // More to fetch: ask the same replica for the next round right away.
             self.transfer.target = from;
+            self.transfer.unanswered = 0;
             self.send_get_state(out);
         }
         Ok(())
@@ -376,6 +392,7 @@ impl Replica {
             out.cancel_timer(Timer::StateTransfer);
         } else if progressed && self.transfer.requesting {
             self.transfer.target = from;
+            self.transfer.unanswered = 0;
             self.send_get_state(out);
         }
         Ok(())

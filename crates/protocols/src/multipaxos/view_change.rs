@@ -38,6 +38,9 @@ pub struct ViewChangeState {
     pub do_view_change: BTreeMap<NodeId, DoViewChange>,
     /// We sent our `DoViewChange` for this view.
     pub sent_do_view_change: bool,
+    /// Heartbeats spent in this view change: the `DoViewChange` is resent at the powers of two
+    /// and every 64th.
+    pub resend_beats: u32,
 }
 
 /// Checks the internal consistency of a log suffix (base, op number, entries, commit number).
@@ -83,12 +86,19 @@ impl Replica {
         self.maybe_send_do_view_change(out);
     }
 
-    /// Heartbeat in view-change status: messages get lost, so announce again.
+    /// Heartbeat in view-change status: messages get lost, so announce again (the large
+    /// `DoViewChange` with back-off).
     pub(super) fn resend_view_change(&mut self, out: &mut Outbox<MultiPaxos>) {
         assert_eq!(self.status, Status::ViewChange, "resending only during a view change");
         out.multicast_durable(&self.others, Message::StartViewChange { view: self.view });
         let leader = self.leader_of(self.view);
-        if self.view_change.sent_do_view_change && leader != self.id {
+        self.view_change.resend_beats = self.view_change.resend_beats.saturating_add(1);
+        let beats = self.view_change.resend_beats;
+        // A `DoViewChange` carries the whole log, a megabyte or more with a big state: resent at
+        // every heartbeat, it once filled sockets faster than they drained, lost fragments, and
+        // kept a real cluster changing views for minutes. Backed off as `retransmit` is.
+        let due = beats.is_power_of_two() || beats.is_multiple_of(64);
+        if self.view_change.sent_do_view_change && leader != self.id && due {
             let message = Message::DoViewChange(self.own_do_view_change());
             out.send_durable(leader, message);
         }
