@@ -716,7 +716,7 @@ mod tests {
         }
         let timeout = |file: ClusterFile| file.protocol_options.get("view_change_timeout_ns").cloned();
         let file = cluster_file(&up_args("nezha", vec![]), "/tmp/unused".into()).unwrap();
-        assert_eq!(timeout(file), Some(toml::Value::Integer(100_000_000)), "the runtime default");
+        assert_eq!(timeout(file), Some(toml::Value::Integer(1_000_000_000)), "the runtime default");
         let set = vec![("view_change_timeout_ns".to_string(), toml::Value::Integer(20_000_000))];
         let file = cluster_file(&up_args("nezha", set), "/tmp/unused".into()).unwrap();
         assert_eq!(timeout(file), Some(toml::Value::Integer(20_000_000)), "--set wins");

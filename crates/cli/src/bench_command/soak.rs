@@ -57,18 +57,17 @@ fn benchmark_arguments(args: &BenchArgs, port: u16) -> Vec<String> {
 }
 
 /// Runs the soak of every protocol in turn and writes the files; see the module's header. A soak
-/// that stops early (a node or redis-benchmark exited) still writes what it sampled, then exits 1.
+/// that stops early (a node or redis-benchmark exited) still writes what it sampled, and the
+/// next protocol's soak runs; the command then exits 1. One that cannot start ends the command.
 pub(super) fn run(args: &BenchArgs, protocols: &[String], duration: Duration) -> ExitCode {
     let mut soaks = Vec::new();
+    let mut stopped_early = Vec::new();
     let mut failed = None;
     for (index, protocol) in protocols.iter().enumerate() {
         match soak_one(args, protocol, index, duration) {
             Ok((soak, stopped)) => {
                 soaks.push(soak);
-                if let Some(error) = stopped {
-                    failed = Some((ExitCode::from(1), format!("{protocol}: {error}")));
-                    break;
-                }
+                stopped_early.extend(stopped.map(|error| format!("{protocol}: {error}")));
             }
             Err((code, error)) => {
                 failed = Some((code, format!("{protocol}: {error}")));
@@ -77,9 +76,15 @@ pub(super) fn run(args: &BenchArgs, protocols: &[String], duration: Duration) ->
         }
     }
     let written = if soaks.is_empty() { Ok(true) } else { write_files(&args.out, &soaks, duration) };
+    for error in &stopped_early {
+        eprintln!("error: {error}");
+    }
     if let Some((code, error)) = failed {
         eprintln!("error: {error}");
         return code;
+    }
+    if !stopped_early.is_empty() {
+        return ExitCode::from(1);
     }
     match written {
         Ok(true) => ExitCode::SUCCESS,
@@ -132,6 +137,7 @@ fn soak_one(
     let mut samples = Vec::new();
     let stopped =
         sample_until(&mut cluster, &mut benchmark.0, duration, Duration::from_nanos(args.soak_every), &mut samples);
+    print_events(&cluster);
     cluster.stop();
     let stopped = match stopped {
         Ok(()) => {
@@ -197,6 +203,24 @@ fn sample_until(
         previous = (done, cpu);
     }
     Ok(())
+}
+
+/// Prints each node's protocol events (view changes, checkpoints, state transfers...): what a
+/// dip in throughput or a jump in memory is to be read against.
+fn print_events(cluster: &LocalCluster) {
+    for node in &cluster.file.nodes {
+        let Some(address) = node.metrics else { continue };
+        let Some(status) = ordo_net::metrics::fetch(address, "/status", Duration::from_secs(1))
+            .and_then(|body| serde_json::from_str::<serde_json::Value>(&body).ok())
+        else {
+            continue;
+        };
+        let Some(events) = status["nodes"][0]["stats"]["events"].as_object().filter(|events| !events.is_empty()) else {
+            continue;
+        };
+        let each: Vec<String> = events.iter().map(|(event, count)| format!("{event} {count}")).collect();
+        eprintln!("  events of {}: {}", node.name, each.join(", "));
+    }
 }
 
 fn rss_text(sample: &Sample) -> String {

@@ -22,7 +22,7 @@ fn a_cluster_runs_with_the_protocols_runtime_defaults_under_its_own_options() {
     // processes (a hand-written file too), and one that sets it keeps its own.
     use ordo_protocols::nezha::Nezha;
     let mut file = ClusterFile::local::<Nezha>(&Default::default(), toml::Table::new(), 3, 4, 9000, None, "/x".into());
-    assert_eq!(file.protocol_config::<Nezha>().unwrap().view_change_timeout_ns, 100_000_000);
+    assert_eq!(file.protocol_config::<Nezha>().unwrap().view_change_timeout_ns, 1_000_000_000);
     file.protocol_options.insert("view_change_timeout_ns".into(), toml::Value::Integer(30_000_000));
     assert_eq!(file.protocol_config::<Nezha>().unwrap().view_change_timeout_ns, 30_000_000);
 }

@@ -316,10 +316,12 @@ impl Protocol for MultiPaxos {
     type Observation = checker::Observation;
 
     /// Measured on a 2-core host under `redis-benchmark -c 50 -P 16` with a million keys:
-    /// - view changes after 1 s, as etcd's election timeout: a checkpoint serializes the whole
-    ///   state inside the event loop (63 ms for 500,000 keys on an idle core, two or three
-    ///   times that on a busy one), so a leader stalls that long without a heartbeat; with
-    ///   10 ms the cluster made about 55 view changes in 13 s, with 100 ms about 60 in 100 s;
+    /// - view changes after 3 s (randomised to 1.5–4.5 s): a checkpoint serializes the whole
+    ///   state inside the event loop (63 ms for 500,000 keys on an idle core; stalls of up to
+    ///   0.7 s with 600,000 keys on the busy host), so a leader is silent that long; with 10 ms
+    ///   the cluster made about 55 view changes in 13 s, with 100 ms about 60 in 100 s, and
+    ///   with 1 s none in 240 s, but a 10-minute soak stalled for over 10 s at 300 s (near a
+    ///   million keys);
     /// - a client retries after 200 ms: with 20 ms, every stall made the gateway resend every
     ///   request in flight to every replica;
     /// - state transfer retries after 50 ms (backed off up to 64 times): with 5 ms, replicas
@@ -329,7 +331,7 @@ impl Protocol for MultiPaxos {
     ///   (about 35 MB for a million keys) costs a few microseconds per operation, not tens.
     fn runtime_defaults() -> &'static [(&'static str, u64)] {
         &[
-            ("view_change_timeout_ns", 1_000_000_000),
+            ("view_change_timeout_ns", 3_000_000_000),
             ("client_retry_ns", 200_000_000),
             ("state_transfer_retry_ns", 50_000_000),
             ("checkpoint_interval_max", 131_072),
