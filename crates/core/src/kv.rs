@@ -620,14 +620,11 @@ impl StateMachine for KvStore {
     }
 
     fn key_digests(&self) -> Vec<KeyDigest> {
-        self.entries
-            .iter()
-            .map(|(key, entry)| KeyDigest {
-                key: key.clone(),
-                version: self.flushes.version(entry.version),
-                chain: self.flushes.chain(entry.chain),
-            })
-            .collect()
+        let mut digests = Vec::with_capacity(self.entries.len());
+        self.visit_key_digests(&mut |key, version, chain| {
+            digests.push(KeyDigest { key: key.clone(), version, chain });
+        });
+        digests
     }
 
     fn visit_key_digests(&self, visit: &mut dyn FnMut(&Key, u64, u64)) {

@@ -209,12 +209,7 @@ fn sample_until(
 /// dip in throughput or a jump in memory is to be read against.
 fn print_events(cluster: &LocalCluster) {
     for node in &cluster.file.nodes {
-        let Some(address) = node.metrics else { continue };
-        let Some(status) = ordo_net::metrics::fetch(address, "/status", Duration::from_secs(1))
-            .and_then(|body| serde_json::from_str::<serde_json::Value>(&body).ok())
-        else {
-            continue;
-        };
+        let Some(status) = node.metrics.and_then(status) else { continue };
         let Some(events) = status["nodes"][0]["stats"]["events"].as_object().filter(|events| !events.is_empty()) else {
             continue;
         };
@@ -231,11 +226,17 @@ fn rss_text(sample: &Sample) -> String {
 /// Operations the gateway completed so far (its metrics' `operations_completed`).
 fn completed(cluster: &LocalCluster) -> u64 {
     let gateway = cluster.file.nodes.iter().find(|node| node.redis.is_some());
-    let Some(address) = gateway.and_then(|node| node.metrics) else { return 0 };
-    ordo_net::metrics::fetch(address, "/status", Duration::from_secs(1))
-        .and_then(|body| serde_json::from_str::<serde_json::Value>(&body).ok())
+    gateway
+        .and_then(|node| node.metrics)
+        .and_then(status)
         .and_then(|status| status["transport"]["operations_completed"].as_u64())
         .unwrap_or(0)
+}
+
+/// A node's `/status` document, if it answers within a second.
+fn status(metrics: std::net::SocketAddr) -> Option<serde_json::Value> {
+    ordo_net::metrics::fetch(metrics, "/status", Duration::from_secs(1))
+        .and_then(|body| serde_json::from_str::<serde_json::Value>(&body).ok())
 }
 
 /// One sample of every node process of `cluster`.

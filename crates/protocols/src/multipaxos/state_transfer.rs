@@ -97,9 +97,7 @@ impl Replica {
         self.arm_view_change_timer(out);
         self.stats.count("state_transfer");
         self.transfer.requesting = true;
-        self.transfer.target = self.leader_of(view);
-        self.transfer.unanswered = 0;
-        self.send_get_state(out);
+        self.ask_afresh(self.leader_of(view), out);
         assert!(self.last_normal_view < self.view || self.status == Status::Transfer);
     }
 
@@ -123,10 +121,8 @@ impl Replica {
         }
         assert!(source != self.id, "state comes from another replica");
         self.transfer.requesting = true;
-        self.transfer.target = source;
-        self.transfer.unanswered = 0;
         self.stats.count("state_transfer");
-        self.send_get_state(out);
+        self.ask_afresh(source, out);
     }
 
     /// Asks `source` for state when the retry timer fires, unless the gap closes meanwhile (a
@@ -148,6 +144,14 @@ impl Replica {
             None if self.executor.executed() < self.log.base() => self.executor.executed(),
             None => self.log.op_number(),
         }
+    }
+
+    /// Asks `target` for state with the retry period back at its start (a new request, or one
+    /// after progress).
+    fn ask_afresh(&mut self, target: NodeId, out: &mut Outbox<MultiPaxos>) {
+        self.transfer.target = target;
+        self.transfer.unanswered = 0;
+        self.send_get_state(out);
     }
 
     fn send_get_state(&mut self, out: &mut Outbox<MultiPaxos>) {
@@ -289,9 +293,7 @@ impl Replica {
         }
         if progressed {
             // More to fetch: ask the same replica for the next round right away.
-            self.transfer.target = from;
-            self.transfer.unanswered = 0;
-            self.send_get_state(out);
+            self.ask_afresh(from, out);
         }
         Ok(())
     }
@@ -391,9 +393,7 @@ impl Replica {
             self.transfer.requesting = false;
             out.cancel_timer(Timer::StateTransfer);
         } else if progressed && self.transfer.requesting {
-            self.transfer.target = from;
-            self.transfer.unanswered = 0;
-            self.send_get_state(out);
+            self.ask_afresh(from, out);
         }
         Ok(())
     }
