@@ -8,13 +8,36 @@
 //! most that many outstanding). With a window of one, a new submission abandons the previous one,
 //! as [`Submission`] says.
 //!
-//! Retries: each request remembers when it was last sent, and [`ClientPipeline::due`] picks those
-//! unanswered for a retry period. A client sweeps on one periodic timer that it stops when idle,
-//! rather than arming a timer per request: a busy client's per-request timers were almost all
-//! cancelled, yet each cost an event (in the simulator, most of the event heap).
+//! Retries: each request remembers when it was last sent and how often, and
+//! [`ClientPipeline::due`] picks those unanswered for their retry period. A client sweeps on one
+//! periodic timer that it stops when idle, rather than arming a timer per request: a busy
+//! client's per-request timers were almost all cancelled, yet each cost an event (in the
+//! simulator, most of the event heap).
+//!
+//! Back-off: a request's retry period doubles with each resend, up to [`RETRY_DOUBLINGS_MAX`]
+//! doublings ([`retry_after`]), and a new request starts again from the configured period. A
+//! request unanswered for one period was most likely lost, and is resent at once; one still
+//! unanswered after several resends waits on something slower (a view change, a replica
+//! catching up, an overloaded leader), which every client resending at the same fixed period
+//! would only load further. Nezha's client, which keeps its own timer, follows the same rule.
 
 use ordo_core::{ClientId, Command, Outbox, Protocol, RequestId, Submission};
 use std::collections::VecDeque;
+
+/// Doublings of a request's retry period at most: a request resent again and again waits up to
+/// 32 times the configured period between resends (640 ms at the 20 ms default of most
+/// protocols, within the simulator's 1 s operation timeout, so that a client still retries
+/// before its driver gives up on the operation).
+pub const RETRY_DOUBLINGS_MAX: u32 = 5;
+const _: () = assert!(RETRY_DOUBLINGS_MAX < u64::BITS, "the doubled period is a shift of the configured one");
+
+/// How long to wait for an answer to a request sent `sends` times (1 after the first send)
+/// before sending it again: `retry_ns`, doubled for each resend, at most `RETRY_DOUBLINGS_MAX`
+/// times (saturating: a huge configured period stays huge rather than wrapping).
+pub fn retry_after(retry_ns: u64, sends: u32) -> u64 {
+    assert!(sends > 0, "a request is sent before it waits for an answer");
+    retry_ns.saturating_mul(1 << (sends - 1).min(RETRY_DOUBLINGS_MAX))
+}
 
 /// A request in flight.
 #[derive(Clone, Debug)]
@@ -27,6 +50,8 @@ pub struct InFlight {
     pub command: Command,
     /// When it was last sent (local clock).
     pub sent_ns: u64,
+    /// How many times it was sent (1 from its first send): its retry period's back-off.
+    pub sends: u32,
 }
 
 /// A client's requests in flight and the submissions waiting for room.
@@ -109,14 +134,15 @@ impl ClientPipeline {
         self.in_flight.iter().map(|request| (RequestId { client: self.client, number: request.number }, request))
     }
 
-    /// The requests sent at least `retry_ns` before `now_ns` and still unanswered, which count
-    /// as sent again now.
+    /// The requests still unanswered whose last send lies at least their backed-off retry period
+    /// ([`retry_after`] of `retry_ns`) before `now_ns`; they count as sent again now.
     pub fn due(&mut self, now_ns: u64, retry_ns: u64) -> Vec<RequestId> {
         let mut due = Vec::new();
         // A clock that jumped back makes every request due rather than none.
-        let is_due = |r: &InFlight| now_ns < r.sent_ns || now_ns - r.sent_ns >= retry_ns;
+        let is_due = |r: &InFlight| now_ns < r.sent_ns || now_ns - r.sent_ns >= retry_after(retry_ns, r.sends);
         for request in self.in_flight.iter_mut().filter(|r| is_due(r)) {
             request.sent_ns = now_ns;
+            request.sends = request.sends.saturating_add(1);
             due.push(RequestId { client: self.client, number: request.number });
         }
         due
@@ -136,6 +162,7 @@ impl ClientPipeline {
             assert!(number >= mark && number < mark + self.window, "requests stay within the window");
             assert!(number < self.next_number, "requests in flight were numbered");
         }
+        assert!(self.in_flight.iter().all(|request| request.sends > 0), "requests in flight were sent");
         assert!(self.waiting.len() as u64 <= self.window, "at most a window of submissions waits");
     }
 
@@ -145,7 +172,8 @@ impl ClientPipeline {
             let Some(submission) = self.waiting.pop_front() else { break };
             let number = self.next_number;
             self.next_number += 1;
-            let request = InFlight { number, op: submission.op, command: submission.command, sent_ns: now_ns };
+            let request =
+                InFlight { number, op: submission.op, command: submission.command, sent_ns: now_ns, sends: 1 };
             self.in_flight.push_back(request);
             started.push(RequestId { client: self.client, number });
         }
@@ -153,9 +181,10 @@ impl ClientPipeline {
     }
 }
 
-/// A client's retry sweep: one timer that ticks every quarter retry period while requests are in
-/// flight and stops when the client is idle, so a request is resent between one and one and a
-/// quarter retry periods after it was last sent.
+/// A client's retry sweep: one timer that ticks every quarter of the configured retry period
+/// while requests are in flight and stops when the client is idle, so a request is resent
+/// between one and one and a quarter of the configured period after its backed-off retry
+/// period ran out.
 #[derive(Debug)]
 pub struct RetrySweep {
     retry_ns: u64,
@@ -163,7 +192,7 @@ pub struct RetrySweep {
 }
 
 impl RetrySweep {
-    /// A sweep that resends requests unanswered for `retry_ns`.
+    /// A sweep that resends requests unanswered for `retry_ns`, backed off per request.
     pub fn new(retry_ns: u64) -> Self {
         RetrySweep { retry_ns, armed: false }
     }
@@ -243,13 +272,39 @@ mod tests {
 
     #[test]
     fn only_requests_unanswered_for_a_retry_period_are_due() {
-        // Goal: a periodic sweep resends a request once per retry period, not on every tick.
+        // Goal: a periodic sweep resends a request once its retry period ran out, not on every
+        // tick; each request waits by its own count of sends.
         let mut pipeline = ClientPipeline::new(ClientId(3), 4);
         pipeline.submit(submission(1), 0);
         pipeline.submit(submission(2), 15);
         let numbers = |ids: Vec<RequestId>| ids.into_iter().map(|id| id.number).collect::<Vec<_>>();
         assert_eq!(numbers(pipeline.due(20, 20)), vec![1]);
         assert_eq!(numbers(pipeline.due(30, 20)), Vec::<u64>::new());
-        assert_eq!(numbers(pipeline.due(40, 20)), vec![1, 2]);
+        assert_eq!(numbers(pipeline.due(40, 20)), vec![2], "1 was resent at 20: it waits 40 now");
+        assert_eq!(numbers(pipeline.due(60, 20)), vec![1]);
+        pipeline.check_invariants();
+    }
+
+    #[test]
+    fn retries_back_off_up_to_a_cap_and_a_new_request_starts_afresh() {
+        // Goal: a request's retry period doubles with each resend, up to RETRY_DOUBLINGS_MAX
+        // doublings; a clock that jumped back makes it due at once; the next request waits one
+        // configured period again. Method: a sweep every 10 ns, as a timer would tick, records
+        // when request 1 is resent.
+        assert_eq!(
+            (1..=8).map(|sends| retry_after(20, sends)).collect::<Vec<_>>(),
+            vec![20, 40, 80, 160, 320, 640, 640, 640]
+        );
+        assert_eq!(retry_after(u64::MAX / 2, 3), u64::MAX, "saturates");
+        let mut pipeline = ClientPipeline::new(ClientId(4), 1);
+        pipeline.submit(submission(1), 0);
+        let resends: Vec<u64> =
+            (1..=160).map(|tick| tick * 10).filter(|&now| !pipeline.due(now, 20).is_empty()).collect();
+        assert_eq!(resends, vec![20, 60, 140, 300, 620, 1260]);
+        assert_eq!(pipeline.due(1000, 20).len(), 1, "the clock jumped back: due at once");
+        pipeline.submit(submission(2), 1000);
+        assert!(pipeline.due(1010, 20).is_empty());
+        assert_eq!(pipeline.due(1020, 20).len(), 1, "a new request waits one period");
+        pipeline.check_invariants();
     }
 }

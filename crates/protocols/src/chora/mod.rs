@@ -122,7 +122,8 @@ pub struct Config {
     /// No commit for this long while work is pending starts a view change (randomised up to
     /// twice as long, the back-off of §6.5).
     pub view_change_timeout_ns: u64,
-    /// A client resends an unanswered request (to the next replica) after this long.
+    /// A client resends an unanswered request (to the next replica) after this long, doubled
+    /// after each resend of the same request up to 32 times (`client_pipeline::retry_after`).
     pub client_retry_ns: u64,
     /// Requests a client keeps in flight.
     pub client_window: usize,

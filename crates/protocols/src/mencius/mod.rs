@@ -77,7 +77,8 @@ pub struct Config {
     pub revoke_timeout_ns: u64,
     /// Slots of the owner one revocation covers beyond the highest slot seen.
     pub revoke_ahead: u64,
-    /// A client resends an unanswered request (to the next replica) after this long.
+    /// A client resends an unanswered request (to the next replica) after this long, doubled
+    /// after each resend of the same request up to 32 times (`client_pipeline::retry_after`).
     pub client_retry_ns: u64,
     /// Requests a client keeps in flight.
     pub client_window: usize,

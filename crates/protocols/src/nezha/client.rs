@@ -5,6 +5,7 @@
 use super::messages::Message;
 use super::proxy::{Batching, Sender, commit_result};
 use super::{Flaw, Nezha, Timer};
+use crate::client_pipeline::retry_after;
 use ordo_core::{
     ClientId, ClockReading, Command, Node, NodeContext, NodeId, NodeStats, Outbox, RequestId, Role, Submission,
 };
@@ -14,6 +15,8 @@ struct Outstanding {
     op: u64,
     id: RequestId,
     command: Command,
+    /// Times sent: each resend doubles the wait before the next (`client_pipeline::retry_after`).
+    sends: u32,
 }
 
 /// A Nezha client.
@@ -64,8 +67,9 @@ impl Client {
     }
 
     fn send(&mut self, now: ClockReading, out: &mut Outbox<Nezha>) {
-        let outstanding = self.outstanding.as_ref().expect("a request is outstanding");
-        let (id, command) = (outstanding.id, outstanding.command.clone());
+        let outstanding = self.outstanding.as_mut().expect("a request is outstanding");
+        outstanding.sends = outstanding.sends.saturating_add(1);
+        let (id, command, sends) = (outstanding.id, outstanding.command.clone(), outstanding.sends);
         match &mut self.sender {
             Some(sender) => sender.send(now, id, command, self.me, &mut self.stats, out),
             None => {
@@ -73,7 +77,7 @@ impl Client {
                 out.send(proxy, Message::ClientRequest { id, command });
             }
         }
-        out.set_timer(Timer::ClientRetry, self.retry_ns);
+        out.set_timer(Timer::ClientRetry, retry_after(self.retry_ns, sends));
     }
 
     fn complete(&mut self, id: RequestId, result: ordo_core::CommandResult, out: &mut Outbox<Nezha>) {
@@ -105,7 +109,7 @@ impl Node<Nezha> for Client {
         }
         let id = RequestId { client: self.id, number: self.next_number };
         self.next_number += 1;
-        self.outstanding = Some(Outstanding { op: submission.op, id, command: submission.command });
+        self.outstanding = Some(Outstanding { op: submission.op, id, command: submission.command, sends: 0 });
         self.send(now, out);
     }
 
@@ -178,7 +182,8 @@ impl Node<Nezha> for Client {
             }
             Timer::ClientRetry if self.outstanding.is_some() => {
                 // The request or its replies were lost, or the proxy failed: resend with a new
-                // send time (hence a new deadline) through the next proxy (§5.6).
+                // send time (hence a new deadline) through the next proxy (§5.6), and wait twice
+                // as long for this attempt (`send`: the shared back-off of the client pipeline).
                 self.stats.count("client_retry");
                 self.proxy_turn += 1;
                 self.send(now, out);
@@ -190,6 +195,7 @@ impl Node<Nezha> for Client {
     fn check_invariants(&self) {
         if let Some(outstanding) = &self.outstanding {
             assert!(outstanding.id.number < self.next_number, "the outstanding request was numbered");
+            assert!(outstanding.sends > 0, "the outstanding request was sent");
             assert_eq!(outstanding.id.client, self.id, "requests carry our id");
         }
         if let Some(sender) = &self.sender {
