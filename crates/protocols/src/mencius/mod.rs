@@ -78,7 +78,7 @@ pub struct Config {
     /// Slots of the owner one revocation covers beyond the highest slot seen.
     pub revoke_ahead: u64,
     /// A client resends an unanswered request (to the next replica) after this long, doubled
-    /// after each resend of the same request up to 32 times (`client_pipeline::retry_after`).
+    /// after each resend of the same request up to 8 times (`client_pipeline::retry_after`).
     pub client_retry_ns: u64,
     /// Requests a client keeps in flight.
     pub client_window: usize,

@@ -125,7 +125,7 @@ pub struct Config {
     /// and how long a view change may take before the next one starts. Randomised by ±50%.
     pub view_change_timeout_ns: u64,
     /// How long a client waits for a reply before it sends its request to every replica, doubled
-    /// after each resend of the same request up to 32 times (`client_pipeline::retry_after`).
+    /// after each resend of the same request up to 8 times (`client_pipeline::retry_after`).
     pub client_retry_ns: u64,
     /// How long a replica waits for a `NewState` before it asks another replica.
     pub state_transfer_retry_ns: u64,

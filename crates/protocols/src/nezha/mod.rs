@@ -134,7 +134,7 @@ pub struct Config {
     /// A follower that hears nothing from its leader this long starts a view change (±50%).
     pub view_change_timeout_ns: u64,
     /// A client resends its request (through the next proxy) after this long, doubled after each
-    /// resend of the same request up to 32 times (`client_pipeline::retry_after`).
+    /// resend of the same request up to 8 times (`client_pipeline::retry_after`).
     pub client_retry_ns: u64,
     /// A sender forgets a request nobody resent for this long.
     pub proxy_forget_ns: u64,

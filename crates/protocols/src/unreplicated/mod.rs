@@ -27,7 +27,7 @@ pub struct Unreplicated;
 pub struct Config {
     /// How long a client waits for a reply before sending its request again, plus two of the
     /// topology's slowest round trips ([`ordo_core::Topology::stretched_for_clients`]), doubled
-    /// after each resend of the same request up to 32 times (`client_pipeline::retry_after`).
+    /// after each resend of the same request up to 8 times (`client_pipeline::retry_after`).
     pub client_retry_ns: u64,
     /// Commands between two snapshots that compact the durable log.
     pub snapshot_interval: u64,
