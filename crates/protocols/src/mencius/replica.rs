@@ -21,6 +21,9 @@ use std::sync::Arc;
 pub const WAITING_MAX: usize = 100_000;
 /// Most entries in one `Propose`, `Learn` or answer to a `Query`.
 pub const ENTRIES_MAX: usize = 512;
+/// Doublings of the ticks between resends of a proposal not yet chosen ([`Resend`]): at most
+/// 16 ticks apart (16 ms in the simulator, 160 ms for real processes).
+pub const RESEND_DOUBLINGS_MAX: u32 = 4;
 /// The highest ballot: what a promise reports for a value already chosen.
 const CHOSEN: Ballot = Ballot { round: u64::MAX, rank: u32::MAX };
 
@@ -33,6 +36,66 @@ pub struct Instance {
     pub learned: Option<Value>,
     /// Ranks that accepted our proposal (when we proposed at `accepted`'s ballot).
     pub accepts: BTreeSet<u32>,
+    /// Our proposal here: how often it went out again, and ticks since it last did.
+    pub resend: Resend,
+}
+
+/// The back-off of one of our proposals not yet chosen: resent at the second tick after it
+/// went out (so it had a whole tick to be acknowledged), then after 4, 8, ... ticks up to
+/// `2^RESEND_DOUBLINGS_MAX`, and only to the replicas that have not accepted it.
+///
+/// Why (issue 20): every tick used to send every unchosen proposal again to every other
+/// replica. A proposal carrying a value of megabytes takes longer than a tick to travel and be
+/// acknowledged, so each tick sent the megabytes again, which slowed every replica further and
+/// made the next tick resend more: a 4 MiB SET never finished (the replicas held 2.4 GB of
+/// copies after 30 s).
+#[derive(Clone, Debug, Default)]
+pub struct Resend {
+    sends: u32,
+    ticks: u64,
+}
+
+impl Resend {
+    /// Counts a tick; true when the proposal is due to go out again (which it then counts).
+    fn tick(&mut self) -> bool {
+        self.ticks += 1;
+        if self.ticks < 2 << self.sends.min(RESEND_DOUBLINGS_MAX - 1) {
+            return false;
+        }
+        self.ticks = 0;
+        self.sends = self.sends.saturating_add(1);
+        true
+    }
+}
+
+/// Which owner we suspect: when we last heard from each replica, and the owner whose slots our
+/// last revocation took, with the time that revocation started. An owner revoked and silent
+/// since is suspected, and a stall on its later slots revokes them at the next tick rather than
+/// after another stall timeout.
+///
+/// Why: a revocation covers `revoke_ahead` of the owner's slots past the highest slot seen.
+/// Under load the others use those up in a fraction of a second and stall on the dead owner's
+/// next slot; with real processes' 1-2 s stall timeout, a SIGKILLed replica's slots were
+/// revoked stretch after stretch and progress resumed only 10.7 s after the kill.
+#[derive(Clone, Debug)]
+pub struct Suspicion {
+    heard_ns: Vec<u64>,
+    revoked: Option<(u32, u64)>,
+}
+
+impl Suspicion {
+    fn new(replicas: usize) -> Self {
+        Suspicion { heard_ns: vec![0; replicas], revoked: None }
+    }
+
+    fn heard(&mut self, rank: u32, now: u64) {
+        self.heard_ns[rank as usize] = now;
+    }
+
+    /// True when our last revocation took `owner`'s slots and nothing came from it since.
+    fn suspects(&self, owner: u32) -> bool {
+        self.revoked.is_some_and(|(revoked, since)| revoked == owner && self.heard_ns[owner as usize] < since)
+    }
 }
 
 /// A revocation in phase 1.
@@ -87,6 +150,10 @@ pub struct Replica {
     pub(super) stalled_at: u64,
     stalled_since_ns: u64,
     stall_timeout_ns: u64,
+    suspicion: Suspicion,
+    /// The back-off of our queries for the slot we are stalled on: an answer carries the
+    /// slot's value, which may be megabytes still on its way.
+    stall_queries: Resend,
     pub(super) stats: NodeStats,
 }
 
@@ -125,6 +192,8 @@ impl Replica {
             stalled_at: 0,
             stalled_since_ns: 0,
             stall_timeout_ns: config.revoke_timeout_ns,
+            stall_queries: Resend::default(),
+            suspicion: Suspicion::new(replicas.len()),
             stats: NodeStats::default(),
             replicas,
             others,
@@ -199,10 +268,18 @@ impl Replica {
             Lookup::BeyondWindow => return Err("request beyond the client's window"),
             Lookup::New => {}
         }
-        if self.waiting.len() >= WAITING_MAX && !self.waiting.contains_key(&request.id) {
+        if self.waiting.contains_key(&request.id) {
+            // A client's retry of a request we hold: it is queued, or in a proposal of ours
+            // not yet chosen (which goes out again by itself), or back in the queue if another
+            // value was chosen there (`learn_all`). Proposing it again would send its value
+            // once more to every replica: with megabytes, that is what overloads them.
+            return Err("request held already");
+        }
+        if self.waiting.len() >= WAITING_MAX {
             return Err("too many requests waiting");
         }
         if self.cmds.iter().any(|queued| queued.id == request.id) {
+            // Queued, though no longer waiting: a snapshot's install forgot whom to answer.
             return Err("request queued already");
         }
         if self.cmds.len() >= self.config.cmds_max {
@@ -248,6 +325,7 @@ impl Replica {
             let instance = self.instances.entry(*slot).or_default();
             instance.accepted = Some((ballot, value.clone()));
             instance.accepts = BTreeSet::from([self.rank]);
+            instance.resend = Resend::default();
             self.see(*slot);
         }
         let learned: Vec<(u64, Value)> = if self.quorum <= 1 { entries.clone() } else { Vec::new() };
@@ -466,6 +544,9 @@ impl Replica {
         for request in requeue.into_iter().rev() {
             if self.cmds.len() < self.config.cmds_max {
                 self.cmds.push_front(request);
+            } else {
+                // Dropped: forget it, so that the client's retry is proposed afresh.
+                self.waiting.remove(&request.id);
             }
         }
         self.execute(out);
@@ -620,6 +701,7 @@ impl Replica {
             return;
         }
         let revocation = self.revocation.take().expect("checked");
+        self.suspicion.revoked = Some((revocation.owner, revocation.started_ns));
         let mut best: BTreeMap<u64, (Ballot, Value)> = BTreeMap::new();
         for (slot, b, value) in revocation.promises.into_values().flatten() {
             if best.get(&slot).is_none_or(|(held, _)| b > *held) {
@@ -689,21 +771,7 @@ impl Replica {
     }
 
     fn on_tick(&mut self, now: u64, out: &mut Outbox<Mencius>) {
-        // Our proposals not yet chosen go out again (lost proposes or acks).
-        let mut by_ballot: BTreeMap<Ballot, Vec<(u64, Value)>> = BTreeMap::new();
-        for (slot, instance) in &self.instances {
-            if let (None, Some((ballot, value))) = (&instance.learned, &instance.accepted)
-                && ballot.rank == self.rank
-            {
-                let entries = by_ballot.entry(*ballot).or_default();
-                if entries.len() < ENTRIES_MAX {
-                    entries.push((*slot, value.clone()));
-                }
-            }
-        }
-        for (ballot, entries) in by_ballot {
-            out.multicast(&self.others, Message::Propose { ballot, entries });
-        }
+        self.resend_proposals(out);
         // An idle owner behind the others skips, so it never blocks them.
         if self.max_seen > self.next_own {
             self.skip_below(self.max_seen + 1, out);
@@ -719,14 +787,39 @@ impl Replica {
             self.stalled_since_ns = now;
             self.stall_timeout_ns =
                 self.rng.random_range(self.config.revoke_timeout_ns..2 * self.config.revoke_timeout_ns);
+            self.stall_queries = Resend::default();
             return;
         }
-        out.multicast(&self.others, Message::Query { from: next, until: next + ENTRIES_MAX as u64 - 1 });
+        if self.stall_queries.tick() {
+            out.multicast(&self.others, Message::Query { from: next, until: next + ENTRIES_MAX as u64 - 1 });
+        }
         let owner = self.owner(next);
-        let stalled = now.saturating_sub(self.stalled_since_ns) > self.stall_timeout_ns;
+        let stalled =
+            self.suspicion.suspects(owner) || now.saturating_sub(self.stalled_since_ns) > self.stall_timeout_ns;
         let retry = self.revocation.as_ref().is_none_or(|r| now.saturating_sub(r.started_ns) > self.stall_timeout_ns);
         if stalled && owner != self.rank && retry {
             self.start_revocation(now, owner, out);
+        }
+    }
+
+    /// Our proposals not yet chosen go out again (lost proposes or acks), backed off
+    /// ([`Resend`]), each to the replicas that have not accepted it.
+    fn resend_proposals(&mut self, out: &mut Outbox<Mencius>) {
+        let mut by_target: BTreeMap<(u32, Ballot), Vec<(u64, Value)>> = BTreeMap::new();
+        for (slot, instance) in &mut self.instances {
+            let (None, Some((ballot, value))) = (&instance.learned, &instance.accepted) else { continue };
+            if ballot.rank != self.rank || !instance.resend.tick() {
+                continue;
+            }
+            for rank in (0..self.n as u32).filter(|rank| !instance.accepts.contains(rank)) {
+                let entries = by_target.entry((rank, *ballot)).or_default();
+                if entries.len() < ENTRIES_MAX {
+                    entries.push((*slot, value.clone()));
+                }
+            }
+        }
+        for ((rank, ballot), entries) in by_target {
+            out.send(self.replicas[rank as usize], Message::Propose { ballot, entries });
         }
     }
 
@@ -787,6 +880,9 @@ impl Node<Mencius> for Replica {
         if message.highest_number() > NUMBER_MAX {
             self.stats.drop_input("number out of range");
             return;
+        }
+        if let Some(rank) = self.rank_of(from) {
+            self.suspicion.heard(rank, now.local_ns);
         }
         let handled = match (self.status, message) {
             (Status::Recovering, Message::StateReply(snapshot)) => self.on_state_reply(*snapshot, out),
