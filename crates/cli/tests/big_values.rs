@@ -1,10 +1,11 @@
-//! Real-process test of large values: SETs and GETs of 1 MiB and 4 MiB values through every
-//! protocol's cluster, then a small request, which must be served normally. Messages of a
+//! Real-process test of large values: SETs and GETs of 1 MiB, 4 MiB and 16 MiB values through
+//! every protocol's cluster, then a small request, which must be served normally. How fast
+//! they are answered is measured by `scripts/big-values.sh` (redis-py, 20 in a row of each
+//! size), not here. Messages of a
 //! megabyte or more travel over the TCP path of large messages (`host/bulk.rs`); before it, a
 //! 4 MiB value sent as 128 fragments to each replica overran the socket buffers, was lost at
-//! every retry, and stalled the cluster.
-//!
-//! Mencius is left out (`mencius_serves_large_values`, ignored): its 4 MiB SET times out.
+//! every retry, and stalled the cluster. Mencius once timed out here: each tick resent its
+//! unchosen megabyte proposals to every replica, and each client retry proposed them again.
 
 mod common;
 
@@ -21,7 +22,7 @@ fn protocols() -> Vec<String> {
     let wanted = |name: &str| only.as_deref().is_none_or(|list| list.split(',').any(|p| p.trim() == name));
     ordo_protocols::protocols()
         .into_iter()
-        .filter(|p| !p.canary && p.name != "mencius" && wanted(p.name))
+        .filter(|p| !p.canary && wanted(p.name))
         .map(|p| p.name.to_string())
         .collect()
 }
@@ -33,7 +34,7 @@ fn serve_large_values(protocol: &str) -> Duration {
     let cluster = Cluster::start(protocol, replicas, 4, FIRST_PORT);
     let mut redis = cluster.redis();
     let mut slowest = Duration::ZERO;
-    for (size, count) in [(1usize << 20, 3), (4 << 20, 2)] {
+    for (size, count) in [(1usize << 20, 3), (4 << 20, 2), (16 << 20, 2)] {
         for index in 0..count {
             let key = format!("big-{size}-{index}");
             let value: Vec<u8> = (0..size).map(|i| (i % 251) as u8).collect();
@@ -52,16 +53,10 @@ fn serve_large_values(protocol: &str) -> Duration {
 
 #[test]
 fn large_values_reach_every_protocol() {
-    // Goal: values of megabytes go through every protocol (but Mencius) and the cluster still
+    // Goal: values of megabytes go through every protocol and the cluster still
     // serves small requests afterwards. Timing is printed, not asserted (a shared machine).
     for protocol in protocols() {
         let slowest = serve_large_values(&protocol);
         eprintln!("{protocol}: slowest SET+GET of a large value {slowest:?}");
     }
-}
-
-#[test]
-#[ignore = "Mencius: a 4 MiB SET times out (not yet understood; issue 20)"]
-fn mencius_serves_large_values() {
-    serve_large_values("mencius");
 }

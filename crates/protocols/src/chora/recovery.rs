@@ -25,8 +25,21 @@ pub struct Repair {
     pub pending_observations: Vec<Observation>,
     /// `last-commit` when the coordination timer last fired.
     pub commit_at_last_check: u64,
+    /// Coordination timeouts in a row without a commit: the back-off of [`is_due`].
+    pub idle_checks: u64,
     /// Responsive mode: the next pulse carries our view-init again.
     pub resend_view_init: bool,
+}
+
+/// Most coordination timeouts between two repairs while nothing commits.
+pub const REPAIR_SPACING_MAX: u64 = 8;
+
+/// Whether the `idle_checks`-th coordination timeout in a row without a commit repairs: the
+/// 1st, 2nd, 4th and 8th, then every 8th. Why (issue 20): a proposal carrying a 16 MiB value
+/// takes a few hundred milliseconds to reach the others and commit, and resending it at every
+/// timeout sent the megabytes again and again, which delayed the commit further.
+fn is_due(idle_checks: u64) -> bool {
+    idle_checks.is_power_of_two() && idle_checks <= REPAIR_SPACING_MAX || idle_checks.is_multiple_of(REPAIR_SPACING_MAX)
 }
 
 impl Repair {
@@ -83,6 +96,11 @@ impl Replica {
         self.repair.resend_view_init = !self.vs.view_init_committed;
         if last_commit != self.repair.commit_at_last_check {
             self.repair.commit_at_last_check = last_commit;
+            self.repair.idle_checks = 0;
+            return;
+        }
+        self.repair.idle_checks += 1;
+        if !is_due(self.repair.idle_checks) {
             return;
         }
         let recover_max = self.config.recover_max as u64;

@@ -375,3 +375,26 @@ fn malformed_peer_messages_are_counted_drops() {
     let _ = Arc::new(0);
     assert_eq!(replica(&cluster, 0).role(), ViewRole::Follower);
 }
+
+#[test]
+fn repairs_back_off_while_nothing_commits() {
+    // Goal (issue 20): while nothing commits, the coordination timer repairs (resends our
+    // proposals, nacks gaps) at its 1st, 2nd, 4th and 8th firing and then every 8th, not at
+    // every firing: a proposal carrying 16 MiB took longer than a period to commit, and each
+    // resend sent the megabytes again. Method: replica 0 alone with a proposal (its peers cut
+    // off, view changes out of reach) for 40 coordination periods, then reconnected.
+    let config = Config { batch_max: 1, view_change_timeout_ns: 1_000 * MS, ..Config::default() };
+    let period = config.coordination_ns;
+    let mut cluster = cluster(3, 1, config);
+    let (r0, r1, r2) = (cluster.replica(0), cluster.replica(1), cluster.replica(2));
+    let op = cluster.submit(cluster.client(0), Command::set("b", "2"));
+    assert!(cluster.run_until(5 * MS, |c| c.pending().any(|e| e.from == r0 && is_pulse_with_proposal(e))));
+    cluster.isolate(r1);
+    cluster.isolate(r2);
+    cluster.run_for(40 * period);
+    // Firings 1, 2, 4, 8, 16, 24, 32 and 40 repair (a timer firing late may move the last).
+    let resends = event(&cluster, r0, "coordination_resend");
+    assert!((6..=9).contains(&resends), "{resends} repairs in 40 periods without a commit");
+    cluster.heal_all();
+    assert!(cluster.run_until(20 * period, |c| c.result(op).is_some()), "it commits once reconnected");
+}
