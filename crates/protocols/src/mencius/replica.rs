@@ -150,6 +150,7 @@ pub struct Replica {
     pub(super) stalled_at: u64,
     stalled_since_ns: u64,
     stall_timeout_ns: u64,
+    /// The owner whose slots we revoke at once when we stall on them ([`Suspicion`]).
     suspicion: Suspicion,
     /// The back-off of our queries for the slot we are stalled on: an answer carries the
     /// slot's value, which may be megabytes still on its way.
