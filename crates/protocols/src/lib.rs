@@ -6,6 +6,7 @@
 //! and one line to [`registry!`]'s invocation below.
 #![deny(missing_docs)]
 
+pub mod backoff;
 pub mod canary;
 pub mod chora;
 pub mod client_pipeline;

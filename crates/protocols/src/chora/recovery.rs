@@ -35,11 +35,12 @@ pub struct Repair {
 pub const REPAIR_SPACING_MAX: u64 = 8;
 
 /// Whether the `idle_checks`-th coordination timeout in a row without a commit repairs: the
-/// 1st, 2nd, 4th and 8th, then every 8th. Why (issue 20): a proposal carrying a 16 MiB value
-/// takes a few hundred milliseconds to reach the others and commit, and resending it at every
-/// timeout sent the megabytes again and again, which delayed the commit further.
+/// 1st, 2nd, 4th and 8th, then every 8th ([`crate::backoff::is_due`]). Why (issue 20): a
+/// proposal carrying a 16 MiB value takes a few hundred milliseconds to reach the others and
+/// commit, and resending it at every timeout sent the megabytes again and again, which delayed
+/// the commit further.
 fn is_due(idle_checks: u64) -> bool {
-    idle_checks.is_power_of_two() && idle_checks <= REPAIR_SPACING_MAX || idle_checks.is_multiple_of(REPAIR_SPACING_MAX)
+    crate::backoff::is_due(idle_checks, REPAIR_SPACING_MAX)
 }
 
 impl Repair {

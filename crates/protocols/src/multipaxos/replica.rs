@@ -786,7 +786,7 @@ impl Replica {
             }
             let beats = self.leader.stalled_beats.entry(backup).or_insert(0);
             *beats += 1;
-            if !beats.is_power_of_two() && !beats.is_multiple_of(64) {
+            if !crate::backoff::is_due(u64::from(*beats), 64) {
                 continue;
             }
             let after = ack.max(self.log.base());

@@ -97,7 +97,7 @@ impl Replica {
         // A `DoViewChange` carries the whole log, a megabyte or more with a big state: resent at
         // every heartbeat, it once filled sockets faster than they drained, lost fragments, and
         // kept a real cluster changing views for minutes. Backed off as `retransmit` is.
-        let due = beats.is_power_of_two() || beats.is_multiple_of(64);
+        let due = crate::backoff::is_due(u64::from(beats), 64);
         if self.view_change.sent_do_view_change && leader != self.id && due {
             let message = Message::DoViewChange(self.own_do_view_change());
             out.send_durable(leader, message);
