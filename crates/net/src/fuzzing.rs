@@ -186,7 +186,8 @@ fn deliver_one(table: &mut Reassembly, frame: &Frame<'_>, boot: u64, now_ns: u64
 }
 
 /// A durable file's bytes, read back as records of byte strings. The intact prefix never
-/// exceeds the file; re-encoded, the records read back the same; recovery agrees with
+/// exceeds the file; re-encoded, in one frame each or in many, the records read back the same;
+/// a record of many frames cut short is a torn tail; recovery agrees with
 /// decoding; and an intact record found after a bad one is where it says.
 pub fn storage(data: &[u8]) {
     let (records, intact) = storage::decode_records::<Vec<u8>>(data);
@@ -200,6 +201,20 @@ pub fn storage(data: &[u8]) {
     let (again, again_intact) = storage::decode_records::<Vec<u8>>(&encoded);
     assert_eq!(again, records, "re-encoded records read back the same");
     assert_eq!(again_intact, encoded.len(), "re-encoded records are intact");
+    // The same records in frames of 3 bytes (as a record over FRAME_BODY_MAX is written) read
+    // back the same, and a cut inside the last record keeps exactly the records before it.
+    let mut framed = Vec::new();
+    for record in &records {
+        storage::encode_record_in_frames(record, storage::RECORD_LEN_MAX, 3, &mut framed).expect("fits");
+    }
+    let (again, again_intact) = storage::decode_records::<Vec<u8>>(&framed);
+    assert_eq!(again, records, "records in many frames read back the same");
+    assert_eq!(again_intact, framed.len(), "records in many frames are intact");
+    if !records.is_empty() {
+        let cut = framed.len() - 1;
+        let recovered = storage::recover_records::<Vec<u8>>(&framed[..cut]).expect("a torn last record is a torn tail");
+        assert_eq!(recovered.records, records[..records.len() - 1], "a torn record of many frames is dropped alone");
+    }
     match storage::recover_records::<Vec<u8>>(data) {
         Ok(recovered) => {
             assert_eq!(recovered.intact, intact, "recovery keeps the intact prefix");

@@ -1,11 +1,13 @@
-//! Durable storage: one append-only file per node. Each record is `len u32 | xxh3_64 u64 |
-//! postcard bytes`. Writes issued while handling a batch of inputs are written together and
+//! Durable storage: one append-only file per node. Each record is postcard bytes in one or
+//! more frames of `len u32 | xxh3_64 u64 | bytes` (a record over [`FRAME_BODY_MAX`] takes
+//! several, each but the last marked continued in the length's top bit). Writes issued while handling a batch of inputs are written together and
 //! covered by one `fsync` (group commit); only then are the sends that wait on them released.
 //! A replacing write (a snapshot) goes to a new file that is renamed over the old one.
 //!
 //! Storage fails loudly, never silently:
-//! - a record longer than [`RECORD_LEN_MAX`] is refused when written (it could not be read
-//!   back), with an error, never a panic;
+//! - a record of any size up to [`RECORD_LEN_MAX`] (4 GiB) is written, in frames; a longer one
+//!   is refused with an error, never a panic (a 296 MB checkpoint, a single frame under the
+//!   old 256 MiB cap, once stopped every replica of a Multi-Paxos cluster);
 //! - on restart, a *torn tail* (a bad last record: a write cut short by a crash) is cut, but a bad
 //!   record followed by an intact one is damage no crash explains, and opening the file fails
 //!   with an error naming the file and the byte offset, rather than dropping the later records;
@@ -16,15 +18,23 @@
 //!   of appending after a partial record.
 
 use serde::{Serialize, de::DeserializeOwned};
+use std::borrow::Cow;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 
-/// Largest record accepted, when writing and when reading back (a corrupt length must not
-/// allocate gigabytes). A record's length is stored as a `u32`.
-pub const RECORD_LEN_MAX: usize = 256 * 1024 * 1024;
+/// Longest body of one frame. A longer record is written as several frames, each but the last
+/// marked continued in its length field's top bit. Earlier versions wrote every record as one
+/// frame of at most this length (the top bit clear), so their files read the same.
+pub const FRAME_BODY_MAX: usize = 256 * 1024 * 1024;
+/// Largest record accepted when writing: a sanity bound (the record is serialized in memory
+/// first, and read back whole at restart), far above any state the runtime moves (a message
+/// is at most 1 GiB).
+pub const RECORD_LEN_MAX: usize = 4 * 1024 * 1024 * 1024;
 pub(crate) const RECORD_HEADER_LEN: usize = 12;
-const _: () = assert!(RECORD_LEN_MAX <= u32::MAX as usize, "a record's length fits its u32 field");
+/// The length field's top bit: another frame of the same record follows.
+const CONTINUED: u32 = 1 << 31;
+const _: () = assert!(FRAME_BODY_MAX < CONTINUED as usize, "a frame's length leaves the continued bit free");
 
 /// The name of node `node`'s durable file in the data directory, when the cluster-file entry
 /// `host` runs it: `<host>-n<node>.log`.
@@ -58,15 +68,28 @@ pub struct Storage {
     failure: Option<(io::ErrorKind, String)>,
     /// Longest record written: [`RECORD_LEN_MAX`], lowered by tests.
     record_len_max: usize,
+    /// Longest frame body written: [`FRAME_BODY_MAX`], lowered by tests.
+    frame_body_max: usize,
     /// Bytes written since start (metrics).
     pub bytes_written: u64,
     /// `fsync` calls since start (metrics).
     pub syncs: u64,
 }
 
-/// Appends the record's frame to `into`, or refuses a record too long to read back.
+/// Appends the record's frames to `into` (one frame unless it is longer than [`FRAME_BODY_MAX`]),
+/// or refuses a record longer than `len_max`.
 pub(crate) fn encode_record<D: Serialize>(record: &D, len_max: usize, into: &mut Vec<u8>) -> Result<(), String> {
-    assert!(len_max <= RECORD_LEN_MAX, "what is written can be read back");
+    encode_record_in_frames(record, len_max, FRAME_BODY_MAX, into)
+}
+
+/// [`encode_record`] with frames of at most `frame_max` bytes.
+pub(crate) fn encode_record_in_frames<D: Serialize>(
+    record: &D,
+    len_max: usize,
+    frame_max: usize,
+    into: &mut Vec<u8>,
+) -> Result<(), String> {
+    assert!((1..=FRAME_BODY_MAX).contains(&frame_max), "what is written can be read back");
     let bytes = postcard::to_allocvec(record).map_err(|error| format!("a record does not serialize: {error}"))?;
     if bytes.len() > len_max {
         return Err(format!(
@@ -74,45 +97,87 @@ pub(crate) fn encode_record<D: Serialize>(record: &D, len_max: usize, into: &mut
             bytes.len()
         ));
     }
-    let len = u32::try_from(bytes.len()).expect("RECORD_LEN_MAX fits in u32");
-    into.extend_from_slice(&len.to_le_bytes());
-    into.extend_from_slice(&xxhash_rust::xxh3::xxh3_64(&bytes).to_le_bytes());
-    into.extend_from_slice(&bytes);
+    let mut pieces = bytes.chunks(frame_max).peekable();
+    if bytes.is_empty() {
+        push_frame(&[], false, into);
+    }
+    while let Some(piece) = pieces.next() {
+        push_frame(piece, pieces.peek().is_some(), into);
+    }
     Ok(())
 }
 
-/// The body of the record framed at `at`, if a whole frame with a matching checksum starts there.
-pub(crate) fn frame_at(bytes: &[u8], at: usize) -> Option<&[u8]> {
+fn push_frame(body: &[u8], continued: bool, into: &mut Vec<u8>) {
+    let len = u32::try_from(body.len()).expect("a frame's body is at most FRAME_BODY_MAX");
+    let field = if continued { len | CONTINUED } else { len };
+    into.extend_from_slice(&field.to_le_bytes());
+    into.extend_from_slice(&xxhash_rust::xxh3::xxh3_64(body).to_le_bytes());
+    into.extend_from_slice(body);
+}
+
+/// One intact frame of a durable file.
+pub(crate) struct Frame<'a> {
+    pub(crate) body: &'a [u8],
+    /// Another frame of the same record follows.
+    pub(crate) continued: bool,
+    /// The offset just past the frame.
+    pub(crate) end: usize,
+}
+
+/// The frame at `at`, if a whole frame with a matching checksum starts there.
+pub(crate) fn frame_at(bytes: &[u8], at: usize) -> Option<Frame<'_>> {
     let header = bytes.get(at..at.checked_add(RECORD_HEADER_LEN)?)?;
-    let len = u32::from_le_bytes(header[0..4].try_into().expect("4 bytes")) as usize;
+    let field = u32::from_le_bytes(header[0..4].try_into().expect("4 bytes"));
     let sum = u64::from_le_bytes(header[4..12].try_into().expect("8 bytes"));
-    if len > RECORD_LEN_MAX {
+    let len = (field & !CONTINUED) as usize;
+    if len > FRAME_BODY_MAX {
         return None;
     }
     let start = at + RECORD_HEADER_LEN;
-    let body = bytes.get(start..start.checked_add(len)?)?;
-    (xxhash_rust::xxh3::xxh3_64(body) == sum).then_some(body)
+    let end = start.checked_add(len)?;
+    let body = bytes.get(start..end)?;
+    (xxhash_rust::xxh3::xxh3_64(body) == sum).then_some(Frame { body, continued: field & CONTINUED != 0, end })
+}
+
+/// The body of the record whose first frame is at `at`, and the offset just past its last
+/// frame, if every frame of it is intact.
+pub(crate) fn record_at(bytes: &[u8], at: usize) -> Option<(Cow<'_, [u8]>, usize)> {
+    let first = frame_at(bytes, at)?;
+    if !first.continued {
+        return Some((Cow::Borrowed(first.body), first.end));
+    }
+    let mut body = first.body.to_vec();
+    let mut end = first.end;
+    loop {
+        let frame = frame_at(bytes, end)?;
+        body.extend_from_slice(frame.body);
+        end = frame.end;
+        if !frame.continued {
+            return Some((Cow::Owned(body), end));
+        }
+    }
 }
 
 /// Reads every intact record of `bytes`; returns them and the length of the intact prefix.
 pub fn decode_records<D: DeserializeOwned>(bytes: &[u8]) -> (Vec<D>, usize) {
     let mut records = Vec::new();
     let mut at = 0;
-    while let Some(body) = frame_at(bytes, at) {
-        let Ok(record) = postcard::from_bytes(body) else { break };
+    while let Some((body, end)) = record_at(bytes, at) {
+        let Ok(record) = postcard::from_bytes(&body) else { break };
         records.push(record);
-        at += RECORD_HEADER_LEN + body.len();
+        at = end;
     }
     (records, at)
 }
 
-/// The offset of the first intact frame that starts after `bad`, the offset of a bad record.
-/// Tried first where the bad record says it ends (a damaged body), then at every byte (a
+/// The offset of the first intact frame that starts after `bad`, the offset of a bad frame.
+/// Tried first where the bad frame says it ends (a damaged body), then at every byte (a
 /// damaged length). Quadratic at worst, but it runs only on a damaged file.
 pub fn intact_record_after(bytes: &[u8], bad: usize) -> Option<usize> {
-    let claimed_end = bytes
-        .get(bad..bad + 4)
-        .map(|len| bad + RECORD_HEADER_LEN + u32::from_le_bytes(len.try_into().expect("4 bytes")) as usize);
+    let claimed_end = bytes.get(bad..bad + 4).map(|len| {
+        let field = u32::from_le_bytes(len.try_into().expect("4 bytes"));
+        bad + RECORD_HEADER_LEN + (field & !CONTINUED) as usize
+    });
     if let Some(end) = claimed_end
         && end < bytes.len()
         && frame_at(bytes, end).is_some()
@@ -120,6 +185,15 @@ pub fn intact_record_after(bytes: &[u8], bad: usize) -> Option<usize> {
         return Some(end);
     }
     (bad + 1..bytes.len()).find(|&at| frame_at(bytes, at).is_some())
+}
+
+/// Where the run of intact continued frames from `at` stops: the first frame of a record
+/// whose later frames are missing or bad.
+fn end_of_continued_frames(bytes: &[u8], mut at: usize) -> usize {
+    while let Some(frame) = frame_at(bytes, at).filter(|frame| frame.continued) {
+        at = frame.end;
+    }
+    at
 }
 
 /// What a durable file holds, read back at start.
@@ -138,15 +212,16 @@ pub fn recover_records<D: DeserializeOwned>(bytes: &[u8]) -> Result<Recovered<D>
     if intact == bytes.len() {
         return Ok(Recovered { records, intact });
     }
-    if let Some(body) = frame_at(bytes, intact) {
-        let error = postcard::from_bytes::<D>(body).err().map_or_else(String::new, |e| e.to_string());
+    if let Some((body, _)) = record_at(bytes, intact) {
+        let error = postcard::from_bytes::<D>(&body).err().map_or_else(String::new, |e| e.to_string());
         return Err(format!(
             "the record at byte offset {intact} (of {}) is intact but does not decode ({error}): written by \
              another protocol or version; the node refuses to start rather than drop it and every record after it",
             bytes.len()
         ));
     }
-    if let Some(next) = intact_record_after(bytes, intact) {
+    // A record cut short keeps its first frames intact: the damage starts after them.
+    if let Some(next) = intact_record_after(bytes, end_of_continued_frames(bytes, intact)) {
         return Err(format!(
             "the record at byte offset {intact} (of {}) is corrupt and an intact record follows at byte offset \
              {next}: this is damage, not a write cut short by a crash; the node refuses to start rather than drop \
@@ -212,6 +287,7 @@ impl Storage {
             durable: 0,
             failure: None,
             record_len_max: RECORD_LEN_MAX,
+            frame_body_max: FRAME_BODY_MAX,
             bytes_written: 0,
             syncs: 0,
         };
@@ -242,7 +318,9 @@ impl Storage {
     /// [`RECORD_LEN_MAX`] is refused (kind `InvalidInput`), and so is every write after a failed one.
     pub fn append<D: Serialize>(&mut self, record: &D) -> io::Result<()> {
         self.check_not_failed()?;
-        if let Err(message) = encode_record(record, self.record_len_max, &mut self.buffer) {
+        if let Err(message) =
+            encode_record_in_frames(record, self.record_len_max, self.frame_body_max, &mut self.buffer)
+        {
             return Err(self.fail("append", io::Error::new(io::ErrorKind::InvalidInput, message)));
         }
         self.issued += 1;
@@ -255,7 +333,7 @@ impl Storage {
     pub fn replace<D: Serialize>(&mut self, record: &D) -> io::Result<()> {
         self.sync()?;
         let mut bytes = Vec::new();
-        if let Err(message) = encode_record(record, self.record_len_max, &mut bytes) {
+        if let Err(message) = encode_record_in_frames(record, self.record_len_max, self.frame_body_max, &mut bytes) {
             return Err(self.fail("replace", io::Error::new(io::ErrorKind::InvalidInput, message)));
         }
         let temporary = Self::temporary_path(&self.path);
@@ -337,244 +415,4 @@ impl Storage {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use proptest::prelude::*;
-
-    #[test]
-    fn a_node_that_never_writes_leaves_no_file() {
-        // Goal: a gateway's client nodes persist nothing; each used to leave an empty file (259
-        // of a cluster's 265). Method: open, sync with nothing issued: no file; append and sync:
-        // the file holds the record and reopens with it.
-        let dir = std::env::temp_dir().join(format!("ordo-storage-lazy-{}", std::process::id()));
-        let path = dir.join(durable_file_name("gw", 7));
-        let (mut storage, records) = Storage::open::<u64>(&path, false).unwrap();
-        assert!(records.is_empty());
-        storage.sync().unwrap();
-        assert!(!path.exists(), "nothing written, no file");
-        storage.append(&42u64).unwrap();
-        assert_eq!(storage.sync().unwrap(), 1);
-        let (_, records) = Storage::open::<u64>(&path, false).unwrap();
-        assert_eq!(records, vec![42]);
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-
-    #[test]
-    fn durable_file_names_are_recognised() {
-        // Goal: `cluster up` finds an earlier cluster's durable files by name and nothing else
-        // (a user's `up.log` in the same directory is not one).
-        assert!(is_durable_file_name(&durable_file_name("r0", 0)));
-        assert!(is_durable_file_name(&durable_file_name("gateway-1", 17)));
-        for other in ["up.log", "r0-n0.log.txt", "r0-nx.log", "-n3.log", "r0-n.log", "cluster.toml"] {
-            assert!(!is_durable_file_name(other), "{other}");
-        }
-    }
-
-    #[test]
-    fn records_survive_reopen_and_torn_tails_are_cut() {
-        // Goal: appended and replaced records come back in order; a torn last record is
-        // dropped and cut from the file.
-        let dir = std::env::temp_dir().join(format!("ordo-storage-{}", std::process::id()));
-        let path = dir.join("node.log");
-        let _ = std::fs::remove_file(&path);
-        let (mut storage, records) = Storage::open::<String>(&path, true).expect("open");
-        assert!(records.is_empty());
-        storage.append(&"a".to_string()).unwrap();
-        storage.append(&"b".to_string()).unwrap();
-        assert_eq!(storage.sync().expect("sync"), 2);
-        drop(storage);
-        let (mut storage, records) = Storage::open::<String>(&path, true).expect("reopen");
-        assert_eq!(records, vec!["a".to_string(), "b".to_string()]);
-        storage.replace(&"snap".to_string()).expect("replace");
-        storage.append(&"c".to_string()).unwrap();
-        storage.sync().expect("sync");
-        drop(storage);
-        let mut file = OpenOptions::new().append(true).open(&path).expect("open");
-        file.write_all(&[9, 0, 0, 0, 1, 2]).expect("torn write");
-        drop(file);
-        let (_, records) = Storage::open::<String>(&path, true).expect("reopen");
-        assert_eq!(records, vec!["snap".to_string(), "c".to_string()]);
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-
-    /// A fresh directory for one test, named after it.
-    fn test_dir(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("ordo-storage-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("test directory");
-        dir
-    }
-
-    /// Writes `records` to a new file at `path` and returns each record's byte offset.
-    fn write_records(path: &Path, records: &[&str]) -> Vec<usize> {
-        let (mut storage, _) = Storage::open::<String>(path, false).expect("open");
-        for record in records {
-            storage.append(&record.to_string()).expect("append");
-        }
-        storage.sync().expect("sync");
-        let bytes = std::fs::read(path).expect("read");
-        let mut offsets = vec![0];
-        while let Some(body) = frame_at(&bytes, *offsets.last().expect("one")) {
-            offsets.push(offsets.last().expect("one") + RECORD_HEADER_LEN + body.len());
-        }
-        offsets.pop();
-        offsets
-    }
-
-    #[test]
-    fn a_bad_last_record_is_a_torn_tail_and_is_cut() {
-        // Goal: a crash can leave the last record whole in length but wrong in content (its
-        // pages reached the disk out of order); that is a torn tail, cut at start. Method: flip
-        // a byte of the last record's body; reopen: the earlier records, the file cut before it.
-        let dir = test_dir("bad-last");
-        let path = dir.join("node.log");
-        let offsets = write_records(&path, &["one", "two", "three"]);
-        let mut bytes = std::fs::read(&path).expect("read");
-        *bytes.last_mut().expect("bytes") ^= 0x55;
-        std::fs::write(&path, &bytes).expect("damage");
-        let (_, records) = Storage::open::<String>(&path, true).expect("a torn tail is repaired");
-        assert_eq!(records, vec!["one".to_string(), "two".to_string()]);
-        assert_eq!(std::fs::metadata(&path).expect("file").len(), offsets[2] as u64, "cut at the bad record");
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-
-    #[test]
-    fn a_corrupt_record_followed_by_intact_ones_refuses_with_file_and_offset() {
-        // Goal: damage in the middle of a file stops the node, naming the file and offset, and
-        // never cuts the later records. Method: damage the second of four records, once in its
-        // body (its length still finds the next record) and once in its length (a byte-by-byte
-        // search finds it); each time open fails with InvalidData and the file is unchanged.
-        let dir = test_dir("mid-file");
-        let path = dir.join("node.log");
-        for (what, delta) in [("body", RECORD_HEADER_LEN + 1), ("length", 2)] {
-            let offsets = write_records(&path, &["one", "two", "three", "four"]);
-            let mut bytes = std::fs::read(&path).expect("read");
-            bytes[offsets[1] + delta] ^= 0x40;
-            std::fs::write(&path, &bytes).expect("damage");
-            let error = Storage::open::<String>(&path, true).err().expect("damage in the middle refuses");
-            assert_eq!(error.kind(), io::ErrorKind::InvalidData, "{what}");
-            let message = error.to_string();
-            assert!(message.contains(&path.display().to_string()), "{what}: names the file: {message}");
-            assert!(message.contains(&format!("byte offset {}", offsets[1])), "{what}: names the offset: {message}");
-            assert!(message.contains(&format!("byte offset {}", offsets[2])), "{what}: names the next: {message}");
-            assert_eq!(std::fs::read(&path).expect("read"), bytes, "{what}: the file is left as it is");
-            std::fs::remove_file(&path).expect("remove");
-        }
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-
-    #[test]
-    fn a_record_over_the_cap_is_refused_when_written() {
-        // Goal: a record that could not be read back is never written; the write returns a clear
-        // error (no panic) and the records before it stay readable. Method: lower the cap to 16
-        // bytes; append a short record, then a long one (refused, and the storage refuses every
-        // later write); the same through `replace`; reopen: the short record only.
-        let dir = test_dir("oversize");
-        let path = dir.join("node.log");
-        let (mut storage, _) = Storage::open::<String>(&path, true).expect("open");
-        storage.record_len_max = 16;
-        storage.append(&"short".to_string()).expect("fits");
-        storage.sync().expect("sync");
-        let error = storage.append(&"x".repeat(100)).expect_err("over the cap");
-        assert_eq!(error.kind(), io::ErrorKind::InvalidInput);
-        assert!(error.to_string().contains("exceeds the limit"), "{error}");
-        assert!(storage.failed());
-        assert!(storage.sync().is_err(), "nothing is written after a refused write");
-        let (mut storage, records) = Storage::open::<String>(&path, true).expect("reopen");
-        assert_eq!(records, vec!["short".to_string()]);
-        storage.record_len_max = 16;
-        let error = storage.replace(&"y".repeat(100)).expect_err("over the cap");
-        assert!(error.to_string().contains("exceeds the limit"), "{error}");
-        let (_, records) = Storage::open::<String>(&path, true).expect("reopen");
-        assert_eq!(records, vec!["short".to_string()], "a refused snapshot leaves the file as it was");
-        assert!(!Storage::temporary_path(&path).exists());
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-
-    #[test]
-    fn a_failed_replace_leaves_no_stray_file_and_keeps_the_old_one() {
-        // Goal: a snapshot write that fails with ENOSPC returns a clear error, no panic, no stray
-        // temporary file, and the old records intact. Method: the temporary file's name is made
-        // a link to /dev/full, where every write fails with ENOSPC.
-        let dir = test_dir("replace-enospc");
-        let path = dir.join("node.log");
-        write_records(&path, &["one", "two"]);
-        let (mut storage, _) = Storage::open::<String>(&path, true).expect("open");
-        std::os::unix::fs::symlink("/dev/full", Storage::temporary_path(&path)).expect("symlink");
-        let error = storage.replace(&"snapshot".to_string()).expect_err("disk full");
-        assert_eq!(error.raw_os_error(), None, "wrapped with the file's name");
-        assert_eq!(error.kind(), io::ErrorKind::StorageFull, "{error}");
-        assert!(error.to_string().contains(&path.display().to_string()), "{error}");
-        assert!(!Storage::temporary_path(&path).exists(), "no stray temporary file");
-        assert!(storage.sync().is_err() && storage.failed(), "a failed storage stays failed");
-        let (_, records) = Storage::open::<String>(&path, true).expect("reopen");
-        assert_eq!(records, vec!["one".to_string(), "two".to_string()]);
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-
-    #[test]
-    fn a_failed_append_is_an_error_naming_the_file() {
-        // Goal: ENOSPC on the group-commit write is an error naming the file (the host stops on
-        // it), never a panic. Method: the file's name, first written at `sync`, is a link to
-        // /dev/full.
-        let dir = test_dir("append-enospc");
-        let path = dir.join("node.log");
-        let (mut storage, _) = Storage::open::<String>(&path, true).expect("open");
-        std::os::unix::fs::symlink("/dev/full", &path).expect("symlink");
-        storage.append(&"one".to_string()).expect("buffered");
-        let error = storage.sync().expect_err("disk full");
-        assert_eq!(error.kind(), io::ErrorKind::StorageFull, "{error}");
-        assert!(error.to_string().contains("write failed"), "{error}");
-        assert!(error.to_string().contains(&path.display().to_string()), "{error}");
-        assert!(storage.append(&"two".to_string()).is_err(), "a failed storage takes no more writes");
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-
-    #[test]
-    fn a_stale_temporary_file_is_removed_at_open() {
-        // Goal: a crash between writing a snapshot and renaming it leaves a temporary file that
-        // was never the durable state; the next start removes it.
-        let dir = test_dir("stale-tmp");
-        let path = dir.join("node.log");
-        write_records(&path, &["one"]);
-        std::fs::write(Storage::temporary_path(&path), b"half a snapshot").expect("stale");
-        let (_, records) = Storage::open::<String>(&path, true).expect("open");
-        assert_eq!(records, vec!["one".to_string()]);
-        assert!(!Storage::temporary_path(&path).exists());
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-
-    proptest! {
-        #[test]
-        fn a_torn_tail_of_valid_records_is_never_refused(
-            records in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..40), 1..6),
-            cut in any::<proptest::sample::Index>(),
-        ) {
-            // Goal: every prefix of a well-written file (a crash cuts a write short anywhere)
-            // opens, with the whole records before the cut. Method: frame random records, cut
-            // the bytes at a random point, recover.
-            let mut bytes = Vec::new();
-            let mut ends = Vec::new();
-            for record in &records {
-                encode_record(record, RECORD_LEN_MAX, &mut bytes).expect("fits");
-                ends.push(bytes.len());
-            }
-            let cut = cut.index(bytes.len() + 1);
-            let recovered = recover_records::<Vec<u8>>(&bytes[..cut]);
-            let whole = ends.iter().filter(|&&end| end <= cut).count();
-            let recovered = recovered.map_err(TestCaseError::fail)?;
-            prop_assert_eq!(&recovered.records[..], &records[..whole]);
-        }
-
-        #[test]
-        fn decoding_garbage_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
-            // Goal: a corrupt file reads as its intact prefix, never a panic.
-            let (records, intact) = decode_records::<Vec<u8>>(&bytes);
-            prop_assert!(intact <= bytes.len());
-            prop_assert!(records.len() <= bytes.len());
-            if let Ok(recovered) = recover_records::<Vec<u8>>(&bytes) {
-                prop_assert_eq!(recovered.intact, intact);
-            }
-        }
-    }
-}
+mod tests;
