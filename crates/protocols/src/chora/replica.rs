@@ -64,6 +64,9 @@ pub struct ViewState {
     pub progress_ns: u64,
     /// This view's randomised view-change timeout.
     pub timeout_ns: u64,
+    /// A candidacy we owe after refusing a stale candidate: its view, and the local time it
+    /// starts unless a view at least that high is entered first (a random back-off, §6.1).
+    pub counter_candidacy: Option<(u64, u64)>,
 }
 
 /// Acknowledgements and commit (§6.2).
@@ -191,6 +194,7 @@ impl Replica {
                 view_init_committed: true,
                 progress_ns: 0,
                 timeout_ns: config.view_change_timeout_ns,
+                counter_candidacy: None,
             },
             acks: Acks { acked: vec![0; n], last_ack: 0, last_commit: 0 },
             proposing: Proposing { next_propose, cmds: VecDeque::new(), latest_proposed: 0 },
@@ -641,6 +645,11 @@ impl Replica {
         if slot < self.log.first() {
             return Err("entry below the truncated log");
         }
+        if schedule.owner(slot) == Some(self.rank) && self.proposing.next_propose.is_some_and(|next| slot >= next) {
+            // Only we propose our slots of this view, and we have not reached this one: no
+            // honest peer holds it (a forged one would make us propose a slot twice, Fact 1).
+            return Err("entry at one of our slots not proposed yet");
+        }
         if let Some(held) = self.log.get(slot) {
             if held.view == entry.view && held.value_id() != entry.value_id() {
                 return Err("a second value for one slot and view");
@@ -855,6 +864,7 @@ impl Node<Chora> for Replica {
                 out.set_timer(Timer::Coordination, self.config.coordination_ns);
             }
             Timer::Watchdog => {
+                self.on_counter_candidacy_due(now, out);
                 self.on_watchdog(now, out);
                 self.maybe_rejoin(now, out);
                 out.set_timer(Timer::Watchdog, self.config.coordination_ns);

@@ -244,6 +244,14 @@ impl Replica {
             self.vs.announced_base = None;
             self.vs.role = ViewRole::Follower;
         }
+        if let (Some(next), Some(schedule)) = (self.proposing.next_propose, &self.vs.schedule)
+            && next <= snapshot.commit
+        {
+            // Only a forged snapshot commits past a slot of ours we have not proposed; we
+            // must not write below the floor, so our next slot moves past it.
+            self.stats.count("next_propose_past_snapshot");
+            self.proposing.next_propose = Some(schedule.next_owned(self.rank, snapshot.commit));
+        }
         self.repair.clear();
         self.vs.progress_ns = now;
         self.after_progress(now, out);

@@ -204,7 +204,8 @@ fn concurrent_candidates_of_one_view_elect_at_most_one_initiator() {
 #[test]
 fn a_voter_refuses_a_stale_candidate_and_runs_itself() {
     // Scenario 19: a candidate whose log is behind a voter's (Definition 1) gets no vote; the
-    // voter runs itself at a higher view, and the initiator elected holds the newer log.
+    // voter runs itself at a higher view after a random back-off (§6.1), and the initiator
+    // elected holds the newer log.
     let mut cluster = Cluster::<Chora>::new(3, 1, Config::default());
     let client = cluster.client(0);
     for i in 0..3 {
@@ -217,7 +218,10 @@ fn a_voter_refuses_a_stale_candidate_and_runs_itself() {
     let voted = cluster.sent_log().iter().any(|e| e.from == r0 && matches!(e.message, Message::ViewChangeReply { .. }));
     assert!(!voted, "no vote for the stale candidate");
     assert_eq!(event(&cluster, r0, "refused_stale_candidate"), 1);
-    assert_eq!(replica(&cluster, 0).view(), 2, "replica 0 runs at a higher view");
+    assert_eq!(replica(&cluster, 0).view(), 0, "replica 0 runs only after a random back-off");
+    cluster.run_for(Config::default().view_change_timeout_ns + 2 * Config::default().coordination_ns);
+    assert!(event(&cluster, r0, "candidacy") >= 1, "replica 0 ran after its back-off");
+    assert!(replica(&cluster, 0).view() >= 2, "replica 0 runs at a higher view");
     write(&mut cluster, client, "s", "3");
     assert_eq!(read(&mut cluster, client, "s"), CommandResult::Value("3".into()));
     assert!(replica(&cluster, 0).view() >= 2);

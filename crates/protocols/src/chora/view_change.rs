@@ -35,6 +35,15 @@ impl Replica {
         }
     }
 
+    /// Starts the candidacy owed to a refused stale candidate once its back-off is over.
+    pub(super) fn on_counter_candidacy_due(&mut self, now: u64, out: &mut Outbox<Chora>) {
+        if let Some((view, at)) = self.vs.counter_candidacy
+            && now >= at
+        {
+            self.start_candidacy(now, view, out);
+        }
+    }
+
     /// Moves to `view` in `role`: uncommitted entries past the first gap go, acks reset, and
     /// proposing stops until the view's view-init commits (§6.5).
     fn enter_view(&mut self, now: u64, view: u64, role: ViewRole, out: &mut Outbox<Chora>) {
@@ -48,6 +57,9 @@ impl Replica {
         self.vs.view_init_committed = false;
         self.vs.progress_ns = now;
         self.vs.timeout_ns = self.random_timeout();
+        if self.vs.counter_candidacy.is_some_and(|(owed, _)| view >= owed) {
+            self.vs.counter_candidacy = None;
+        }
         // "clears all buffered proposals in slots after last-append".
         self.log.remove_above(self.log.last_append());
         self.proposing.next_propose = None;
@@ -115,9 +127,17 @@ impl Replica {
         self.heard_ns[rank] = now;
         let ours = (self.log.last_append_view(), self.log.last_append());
         if (last_append_view, last_append) < ours {
-            // Definition 1: the candidate's log is behind ours; run ourselves, higher.
+            // Definition 1: the candidate's log is behind ours; run ourselves, higher, after a
+            // random back-off (§6.1: conflicting view changes "are resolved by random
+            // back-offs"). At once, two initiators whose requests crossed, each holding a newer
+            // view-init than the other's request says, refuse each other one view higher
+            // forever while the third replica votes for each in turn (issue 20: 58,000 views
+            // in one random-peer case, a livelock of honest replicas). A view at least as high
+            // entered meanwhile (the stale candidate's initiator's pulse) cancels it.
             self.stats.count("refused_stale_candidate");
-            self.start_candidacy(now, view + 1, out);
+            let owed = self.vs.counter_candidacy.map_or(0, |(owed, _)| owed).max(view + 1);
+            let back_off = self.rng.random_range(0..self.config.view_change_timeout_ns);
+            self.vs.counter_candidacy = Some((owed, now + back_off));
             return Ok(());
         }
         self.enter_view(now, view, ViewRole::Follower, out);
