@@ -138,9 +138,9 @@ fn a_200_mb_state_reaches_a_restarted_replica_which_then_serves() {
             std::thread::sleep(Duration::from_millis(250));
         }
         let caught_up_in = restarted.elapsed();
-        let transfers = event_count(&cluster, &victim, "state_transfer")
-            + event_count(&cluster, &leader, "state_transfer")
-            - transfers_before;
+        let transfers = (event_count(&cluster, &victim, "state_transfer")
+            + event_count(&cluster, &leader, "state_transfer"))
+        .saturating_sub(transfers_before);
         assert!(transfers > 0, "{protocol}: {victim} caught up without a state transfer (nothing was tested)");
 
         // The restarted replica is now needed: with the leader gone, it is one of the two left.
