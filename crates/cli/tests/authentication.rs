@@ -67,8 +67,7 @@ fn forged_and_replayed_datagrams_are_dropped_and_the_cluster_carries_on() {
     let key = file.cluster_key().expect("key file").expect("cluster up gives every cluster a key");
     let mut redis = cluster.redis();
     let () = redis::cmd("SET").arg("before").arg("1").query(&mut redis).expect("SET before");
-    // SAFETY: signalling a process this test's cluster started, by its pid.
-    unsafe { libc::kill(cluster.pid("r3") as libc::pid_t, libc::SIGKILL) };
+    cluster.kill("r3");
     let r3 = file.nodes[file.entry("r3").expect("r3")].addr;
     let r1 = &file.nodes[file.entry("r1").expect("r1")];
     let metrics = r1.metrics.expect("r1 has metrics");

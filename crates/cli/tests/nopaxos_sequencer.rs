@@ -40,8 +40,7 @@ fn nopaxos_sequencer_crash_under_load() {
     let before_kill = load.completed();
     assert!(before_kill > 0, "no operation completed before the crash");
     let victim = "sequencer1";
-    // SAFETY: SIGKILL to a node process this test's cluster started, by its pid.
-    unsafe { libc::kill(cluster.pid(victim) as libc::pid_t, libc::SIGKILL) };
+    cluster.kill(victim);
     let killed_at = Instant::now();
     let after_kill = load.completed();
     // Time to progress: the first completion after the kill that the old session could not

@@ -360,8 +360,7 @@ fn leader_crash_under_load_for_every_protocol() {
             .map(|((name, _), _)| name.clone())
             .expect("replicas");
         let victim = cluster.replicas().into_iter().find(says_leader).unwrap_or(busiest);
-        // SAFETY: SIGKILL to a node process this test's cluster started, by its pid.
-        unsafe { libc::kill(cluster.pid(&victim) as libc::pid_t, libc::SIGKILL) };
+        cluster.kill(&victim);
         let killed_at = Instant::now();
         let after_kill = load.completed();
         let deadline = Instant::now() + Duration::from_secs(20);
@@ -374,16 +373,7 @@ fn leader_crash_under_load_for_every_protocol() {
         // The victim restarts from its file: a protocol that recovers must bring it back, a
         // crash-stop one must keep it out (it retires) without harming the others.
         let recovers = replicas_recover(&protocol);
-        let log = std::fs::File::create(cluster.data_dir.join(format!("{victim}.restart.txt"))).expect("log");
-        let restarted = Command::new(env!("CARGO_BIN_EXE_ordo"))
-            .args(["node", "--config"])
-            .arg(cluster.data_dir.join("cluster.toml"))
-            .args(["--id", &victim])
-            .stdout(log.try_clone().expect("log"))
-            .stderr(log)
-            .spawn()
-            .expect("restart");
-        cluster.restarted.push(restarted);
+        cluster.restart(&victim);
         let at_restart = load.completed();
         std::thread::sleep(Duration::from_millis(1_500));
         assert!(load.completed() > at_restart, "{protocol}: no progress after {victim} restarted");

@@ -12,7 +12,6 @@
 mod common;
 
 use common::Cluster;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// The first port of this binary's range (test binaries run one at a time and share it).
@@ -69,11 +68,6 @@ fn leader(cluster: &Cluster) -> Option<String> {
     })
 }
 
-fn kill(cluster: &Cluster, node: &str) {
-    // SAFETY: SIGKILL to a node process this test's cluster started, by its pid.
-    unsafe { libc::kill(cluster.pid(node) as libc::pid_t, libc::SIGKILL) };
-}
-
 /// Writes every key from `WRITERS` connections, each key once, in pipelines.
 fn write_state(cluster: &Cluster) {
     let writers: Vec<_> = (0..WRITERS)
@@ -96,20 +90,6 @@ fn write_state(cluster: &Cluster) {
     }
 }
 
-/// Restarts `node` from the cluster file (and, for a protocol that keeps one, its own file).
-fn restart(cluster: &mut Cluster, node: &str) {
-    let log = std::fs::File::create(cluster.data_dir.join(format!("{node}.restart.txt"))).expect("log");
-    let child = Command::new(env!("CARGO_BIN_EXE_ordo"))
-        .args(["node", "--config"])
-        .arg(cluster.data_dir.join("cluster.toml"))
-        .args(["--id", node])
-        .stdout(log.try_clone().expect("log"))
-        .stderr(log)
-        .spawn()
-        .expect("restart");
-    cluster.restarted.push(child);
-}
-
 #[test]
 fn a_200_mb_state_reaches_a_restarted_replica_which_then_serves() {
     for protocol in protocols() {
@@ -119,14 +99,14 @@ fn a_200_mb_state_reaches_a_restarted_replica_which_then_serves() {
         let () = redis::cmd("SET").arg("warm").arg("up").query(&mut redis).expect("a first SET");
         let leader = leader(&cluster).unwrap_or_else(|| panic!("{protocol}: a replica says it leads"));
         let victim = cluster.replicas().into_iter().find(|n| *n != leader).expect("a follower");
-        kill(&cluster, &victim);
+        cluster.kill(&victim);
 
         let writing = Instant::now();
         write_state(&cluster);
         let written_in = writing.elapsed();
 
         let transfers_before = event_count(&cluster, &leader, "state_transfer");
-        restart(&mut cluster, &victim);
+        cluster.restart(&victim);
         let restarted = Instant::now();
         let deadline = restarted + CATCH_UP_MAX;
         loop {
@@ -144,7 +124,7 @@ fn a_200_mb_state_reaches_a_restarted_replica_which_then_serves() {
         assert!(transfers > 0, "{protocol}: {victim} caught up without a state transfer (nothing was tested)");
 
         // The restarted replica is now needed: with the leader gone, it is one of the two left.
-        kill(&cluster, &leader);
+        cluster.kill(&leader);
         let serving = Instant::now();
         let mut redis = cluster.redis();
         let first: Vec<u8> = loop {

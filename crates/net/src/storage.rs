@@ -187,8 +187,8 @@ pub fn intact_record_after(bytes: &[u8], bad: usize) -> Option<usize> {
     (bad + 1..bytes.len()).find(|&at| frame_at(bytes, at).is_some())
 }
 
-/// Where the run of intact continued frames from `at` stops: the first frame of a record
-/// whose later frames are missing or bad.
+/// Where the run of intact continued frames from `at` stops: the offset of the first frame
+/// that is missing or bad (or the last one, which says no more follow).
 fn end_of_continued_frames(bytes: &[u8], mut at: usize) -> usize {
     while let Some(frame) = frame_at(bytes, at).filter(|frame| frame.continued) {
         at = frame.end;

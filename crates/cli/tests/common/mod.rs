@@ -166,6 +166,27 @@ impl Cluster {
     pub fn pid(&self, name: &str) -> u32 {
         self.pids.iter().find(|(n, _)| n == name).expect("known node").1
     }
+
+    /// SIGKILL to the node `name` that `cluster up` started.
+    pub fn kill(&self, name: &str) {
+        // SAFETY: SIGKILL to a node process this test's cluster started, by its pid.
+        unsafe { libc::kill(self.pid(name) as libc::pid_t, libc::SIGKILL) };
+    }
+
+    /// Starts node `name` again from the cluster file (and its own durable file, if its
+    /// protocol keeps one), logging to `<name>.restart.txt`; it is killed on drop.
+    pub fn restart(&mut self, name: &str) {
+        let log = std::fs::File::create(self.data_dir.join(format!("{name}.restart.txt"))).expect("log");
+        let child = Command::new(env!("CARGO_BIN_EXE_ordo"))
+            .args(["node", "--config"])
+            .arg(self.data_dir.join("cluster.toml"))
+            .args(["--id", name])
+            .stdout(log.try_clone().expect("log"))
+            .stderr(log)
+            .spawn()
+            .expect("restart");
+        self.restarted.push(child);
+    }
 }
 
 impl Drop for Cluster {

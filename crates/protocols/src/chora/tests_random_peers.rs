@@ -74,15 +74,19 @@ fn forge(draw: &mut Gen, _to: NodeId, seen: &[Envelope<Chora>]) -> Message {
     tweaked.unwrap_or_else(|| draw.value())
 }
 
+/// A case's configuration: one of the three modes, by seed. A lying latest slot costs up to the
+/// horizon's skip, 2 · ack_reserve slots (issue 20): a small reserve keeps thousands of cases
+/// fast and reaches the horizon often.
+fn config_for(seed: u64) -> Config {
+    let mode = [Mode::Pulsing, Mode::Responsive, Mode::Adaptive][(seed % 3) as usize];
+    Config { mode, ack_reserve: 64, ..Config::default() }
+}
+
 proptest! {
     #![proptest_config(random_peers::cases())]
     #[test]
     fn random_peer_messages_never_panic_a_replica(seed in any::<u64>()) {
-        let mode = [Mode::Pulsing, Mode::Responsive, Mode::Adaptive][(seed % 3) as usize];
-        // A lying latest slot costs up to the horizon's skip, 2 · ack_reserve slots (issue 20):
-        // a small reserve keeps thousands of cases fast and reaches the horizon often.
-        let config = Config { mode, ack_reserve: 64, ..Config::default() };
-        random_peers::run_on(Layout::new(3, 2), config, seed, &mut forge);
+        random_peers::run_on(Layout::new(3, 2), config_for(seed), seed, &mut forge);
     }
 }
 
@@ -95,8 +99,7 @@ proptest! {
 #[test]
 fn random_peer_cases_that_once_failed() {
     for seed in [2464385957339783045, 14583711138652715662, 12977687263285833904] {
-        let mode = [Mode::Pulsing, Mode::Responsive, Mode::Adaptive][(seed % 3) as usize];
-        let config = Config { mode, ack_reserve: 64, ..Config::default() };
+        let config = config_for(seed);
         let mut cluster = Cluster::with_topology(Layout::new(3, 2).topology::<Chora>(&config), config, seed);
         random_peers::run(&mut cluster, seed, random_peers::STEPS, &mut forge);
         for replica in cluster.topology().with_role(Role::Replica).collect::<Vec<_>>() {
