@@ -68,6 +68,19 @@ fn leader(cluster: &Cluster) -> Option<String> {
     })
 }
 
+/// Prints what the replicas left say of themselves (status line and counters), to explain a
+/// failover that did not finish.
+fn report_survivors(cluster: &Cluster, killed: &str) {
+    for name in cluster.replicas().into_iter().filter(|n| n != killed) {
+        match cluster.status(&name) {
+            Some(status) => {
+                eprintln!("{name}: {} {}", status["nodes"][0]["status"], status["nodes"][0]["stats"]["events"])
+            }
+            None => eprintln!("{name}: /status did not answer"),
+        }
+    }
+}
+
 /// Writes every key from `WRITERS` connections, each key once, in pipelines.
 fn write_state(cluster: &Cluster) {
     let writers: Vec<_> = (0..WRITERS)
@@ -138,6 +151,7 @@ fn a_200_mb_state_reaches_a_restarted_replica_which_then_serves() {
                     }
                 }
                 Err(error) => {
+                    report_survivors(&cluster, &leader);
                     panic!("{protocol}: no GET answered {SERVE_AGAIN_MAX:?} after the leader's kill: {error}")
                 }
             }

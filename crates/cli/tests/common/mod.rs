@@ -206,6 +206,11 @@ impl Drop for Cluster {
         }
         let _ = self.up.kill();
         let _ = self.up.wait();
+        if std::thread::panicking() {
+            // A failed test's logs are what explains it: keep them.
+            eprintln!("the nodes' files and logs are kept in {}", self.data_dir.display());
+            return;
+        }
         let _ = std::fs::remove_dir_all(&self.data_dir);
     }
 }

@@ -6,28 +6,33 @@
 //! is lost. It travels sealed in the datagram format ([`wire::seal_one`]) behind a 4-byte
 //! length, so it is authenticated, numbered and checked exactly as a datagram is.
 //!
-//! Each destination has one writer task, fed through a queue bounded in bytes; a message that
-//! would overflow it is dropped and counted, as a full socket would drop a datagram. A failed
+//! Each destination has one writer task, fed through a queue bounded in bytes. When a message
+//! would overflow it, the oldest messages still waiting are dropped (and counted) to make room:
+//! the protocols resend what is lost, a resend supersedes the copy it repeats, so the newest
+//! message is the one worth keeping. (A queue that refused the newest instead filled with a
+//! view change's stale 200 MB votes, resent every few milliseconds, and refused the new view's
+//! start behind them, for as long as the resends went on.) A failed
 //! connection is opened again for the next message; the message it was sending is lost (the
 //! protocols retry, as for any lost message). Incoming connections are capped and each has a
 //! reader task that hands whole messages to the host loop through a bounded channel.
 
 use crate::wire;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::mpsc;
+use tokio::sync::{Notify, mpsc};
 
 /// Messages at least this large (encoded) go over TCP.
 pub(super) const BULK_MIN_BYTES: usize = 1 << 20;
 /// The largest sealed message read from a connection; a longer one closes it.
 pub(super) const BULK_MAX_BYTES: usize = 1 << 30;
-/// Bytes queued for one destination before new messages are dropped.
-const QUEUE_BYTES_MAX: usize = 1 << 30;
+/// Bytes queued for one destination (the message being written included) before the oldest
+/// waiting ones are dropped; one message of any size is always taken.
+const QUEUE_BYTES_MAX: usize = 256 << 20;
 /// Incoming connections served at once; more are closed at once.
 const CONNECTIONS_MAX: usize = 256;
 /// Whole messages waiting for the host loop.
@@ -40,10 +45,32 @@ const IDLE_TIMEOUT: Duration = Duration::from_secs(300);
 /// A received message: the connection's peer address and the sealed bytes.
 pub(super) type Received = (SocketAddr, Vec<u8>);
 
-/// One destination's writer: its queue and the bytes in it.
+/// One destination's messages waiting for its writer, oldest first.
+#[derive(Default)]
+struct Queue {
+    waiting: VecDeque<Vec<u8>>,
+    /// Bytes waiting plus those of the message being written.
+    bytes: usize,
+    /// The sender is gone: the writer stops.
+    closed: bool,
+}
+
+/// One destination's writer task: its queue, and the wake-up for new messages.
 struct Writer {
-    queue: mpsc::UnboundedSender<Vec<u8>>,
-    queued: Arc<AtomicUsize>,
+    queue: Arc<Mutex<Queue>>,
+    wake: Arc<Notify>,
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        lock(&self.queue).closed = true;
+        self.wake.notify_one();
+    }
+}
+
+fn lock(queue: &Mutex<Queue>) -> std::sync::MutexGuard<'_, Queue> {
+    // A writer never panics while holding the lock; were it to, its queue is still consistent.
+    queue.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// The sending side: a writer task per destination process.
@@ -53,32 +80,51 @@ pub(super) struct BulkSender {
 }
 
 impl BulkSender {
-    /// Queues a sealed message for `address`; false when its queue is full (the message is
-    /// dropped).
-    pub(super) fn send(&mut self, address: SocketAddr, sealed: Vec<u8>) -> bool {
+    /// Queues a sealed message for `address`, dropping the oldest waiting messages when the
+    /// queue would pass its byte budget; returns how many were dropped.
+    pub(super) fn send(&mut self, address: SocketAddr, sealed: Vec<u8>) -> usize {
         let writer = self.writers.entry(address).or_insert_with(|| {
-            let (queue, receiver) = mpsc::unbounded_channel();
-            let queued = Arc::new(AtomicUsize::new(0));
-            tokio::spawn(write_to(address, receiver, queued.clone()));
-            Writer { queue, queued }
+            let (queue, wake) = (Arc::new(Mutex::new(Queue::default())), Arc::new(Notify::new()));
+            tokio::spawn(write_to(address, queue.clone(), wake.clone()));
+            Writer { queue, wake }
         });
-        let len = sealed.len();
-        if writer.queued.load(Ordering::Relaxed) + len > QUEUE_BYTES_MAX {
-            return false;
+        let dropped = lock(&writer.queue).push(sealed);
+        writer.wake.notify_one();
+        dropped
+    }
+}
+
+impl Queue {
+    /// Adds `sealed` behind the others, first dropping the oldest waiting messages while the
+    /// budget would be passed; returns how many were dropped.
+    fn push(&mut self, sealed: Vec<u8>) -> usize {
+        let mut dropped = 0;
+        while self.bytes + sealed.len() > QUEUE_BYTES_MAX {
+            let Some(oldest) = self.waiting.pop_front() else { break };
+            self.bytes -= oldest.len();
+            dropped += 1;
         }
-        writer.queued.fetch_add(len, Ordering::Relaxed);
-        if writer.queue.send(sealed).is_err() {
-            writer.queued.fetch_sub(len, Ordering::Relaxed);
-            return false;
-        }
-        true
+        self.bytes += sealed.len();
+        self.waiting.push_back(sealed);
+        dropped
     }
 }
 
 /// Writes each queued message to `address`, connecting (again) when needed.
-async fn write_to(address: SocketAddr, mut queue: mpsc::UnboundedReceiver<Vec<u8>>, queued: Arc<AtomicUsize>) {
+async fn write_to(address: SocketAddr, queue: Arc<Mutex<Queue>>, wake: Arc<Notify>) {
     let mut stream: Option<TcpStream> = None;
-    while let Some(sealed) = queue.recv().await {
+    loop {
+        let next = {
+            let mut queue = lock(&queue);
+            if queue.closed {
+                return;
+            }
+            queue.waiting.pop_front()
+        };
+        let Some(sealed) = next else {
+            wake.notified().await;
+            continue;
+        };
         // A connection the peer closed (it restarted, or timed us out) fails on first use: one
         // more attempt on a new connection.
         for _ in 0..2 {
@@ -92,7 +138,7 @@ async fn write_to(address: SocketAddr, mut queue: mpsc::UnboundedReceiver<Vec<u8
             }
             stream = None;
         }
-        queued.fetch_sub(sealed.len(), Ordering::Relaxed);
+        lock(&queue).bytes -= sealed.len();
     }
 }
 
@@ -160,4 +206,29 @@ pub(super) fn listen(listener: TcpListener) -> mpsc::Receiver<Received> {
     let (sender, receiver) = mpsc::channel(INBOX_MAX);
     tokio::spawn(accept(listener, sender));
     receiver
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_full_queue_drops_its_oldest_waiting_messages_and_always_takes_the_newest() {
+        let mut queue = Queue::default();
+        let third = QUEUE_BYTES_MAX / 3;
+        assert_eq!(queue.push(vec![1; third]), 0);
+        assert_eq!(queue.push(vec![2; third]), 0);
+        // The writer took the first: it stays counted until written.
+        let writing = queue.waiting.pop_front().expect("a first message");
+        assert_eq!(queue.push(vec![3; third]), 0);
+        // Over budget: the oldest waiting message (2) goes, not the one being written or the new.
+        assert_eq!(queue.push(vec![4; third]), 1);
+        let waiting: Vec<u8> = queue.waiting.iter().map(|m| m[0]).collect();
+        assert_eq!(waiting, vec![3, 4]);
+        assert_eq!(queue.bytes, writing.len() + 2 * third);
+        // A message larger than the whole budget replaces every waiting one.
+        assert_eq!(queue.push(vec![5; QUEUE_BYTES_MAX + 1]), 2);
+        assert_eq!(queue.waiting.len(), 1);
+        assert_eq!(queue.bytes, writing.len() + QUEUE_BYTES_MAX + 1);
+    }
 }

@@ -112,8 +112,9 @@ impl Outgoing {
             }
             if let Some(bulk) = self.bulk.as_mut().filter(|_| self.encoded.len() >= bulk::BULK_MIN_BYTES) {
                 let sealed = wire::seal_one(&self.header, &mut self.sealer, from.0, target.0, &self.encoded);
-                if !bulk.send(address, sealed) {
-                    *transport.dropped.entry("bulk_queue_full").or_default() += 1;
+                let superseded = bulk.send(address, sealed);
+                if superseded > 0 {
+                    *transport.dropped.entry("bulk_queue_full").or_default() += superseded as u64;
                 }
                 continue;
             }

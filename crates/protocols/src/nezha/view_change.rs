@@ -13,7 +13,7 @@ use super::hashes::ConflictTable;
 use super::messages::{Checkpoint, CrashVector, Entry, LogImage, Message};
 use super::quorum::recovery_votes;
 use super::replica::{Replica, Status, Vote};
-use super::sync::ResendBackoff;
+use super::sync::{ResendBackoff, image_hold_ticks};
 use ordo_core::{ClientId, ClockReading, NodeId, Outbox};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -106,9 +106,15 @@ impl Replica {
         if self.quiet_ticks >= 2 * self.timeout_ticks {
             self.stalled_views = (self.stalled_views + 1).min(STALLED_VIEWS_MAX);
             self.start_view_change(self.view + 1, out);
-        } else if self.quiet_ticks.is_multiple_of(RESEND_TICKS << self.stalled_views) {
+        } else if self.quiet_ticks.is_multiple_of(self.vote_resend_ticks()) {
             self.send_view_change(out);
         }
+    }
+
+    /// Ticks between resends of our vote: it carries our whole state, so a large one is not
+    /// repeated before the last copy can have arrived.
+    fn vote_resend_ticks(&self) -> u64 {
+        (RESEND_TICKS << self.stalled_views).max(u64::from(image_hold_ticks(self.checkpoint.state.len())))
     }
 
     pub(super) fn on_view_change_request(
@@ -321,6 +327,11 @@ impl Replica {
         self.acked[self.rank] = end;
         self.acked_last_tick = vec![0; self.replicas.len()];
         self.resend_backoff = vec![ResendBackoff::default(); self.replicas.len()];
+        if self.is_leader() {
+            // Our StartView, about to go out, carries the whole state to every follower.
+            let hold = image_hold_ticks(self.checkpoint.state.len());
+            self.resend_backoff.iter_mut().for_each(|backoff| backoff.hold(hold));
+        }
         self.unannounced = end + 1;
         self.announced_before = 0;
         self.reset_timeout();
