@@ -6,14 +6,16 @@
 //! committed and the same at every replica (SyncSafety); nothing later can change it, and a
 //! replica that needs it takes the checkpoint instead. Slots `base + 1 ..= len` are held.
 //!
-//! Every replica truncates on its own (`Replica::maybe_truncate`): once its sync-point is
-//! `2 × checkpoint_interval` past the base, it moves the base to `checkpoint_interval` below
-//! the sync-point. The checkpoint is rebuilt from the previous one and the entries between,
+//! Every replica truncates on its own (`Replica::maybe_truncate`): once its sync-point is two
+//! intervals past the base, it moves the base to one interval below the sync-point. The
+//! interval is `checkpoint_interval`, or more for a big state (its size over
+//! `checkpoint_bytes_per_op`, up to `checkpoint_interval_max`), since each move decodes and
+//! serializes the whole state. The checkpoint is rebuilt from the previous one and the entries between,
 //! in a scratch state machine, because a leader's own state runs ahead of its sync-point
 //! (speculative) and a checkpoint must hold committed slots only. The slots kept under the
 //! sync-point serve slow followers' lookups; a follower behind the leader's base gets the
 //! leader's whole log instead (a state transfer, `gap_agreement.rs`). So a replica holds at
-//! most `2 × checkpoint_interval` entries plus those past its sync-point.
+//! most two of the longest intervals' entries plus those past its sync-point.
 //!
 //! View changes, state transfers and recovery carry a `Log`: the checkpoint and the suffix.
 

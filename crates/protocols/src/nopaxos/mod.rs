@@ -46,7 +46,7 @@
 //! - A leader waiting for GAP-COMMIT-REPs holds the NO-OP at the slot and does not consume
 //!   the next OUM position (§5.2.2).
 //! - Every buffer is bounded (OUM buffer, client table, pending view-change messages), and so
-//!   is the log: at most `2 × checkpoint_interval` entries plus those past the sync-point; the
+//!   is the log: at most twice the longest checkpoint interval plus those past the sync-point; the
 //!   checkpoint lies at or under the sync-point and what was executed.
 //! - A recovering replica holds and executes nothing until it installs a leader's state.
 //!
@@ -120,9 +120,16 @@ pub struct Config {
     pub oum_buffer_max: usize,
     /// Clients remembered for at-most-once execution.
     pub client_table_max: usize,
-    /// Log truncation (`log.rs`): once the sync-point is twice this many slots past the
-    /// checkpoint, the checkpoint moves to this many slots below the sync-point.
+    /// Log truncation (`log.rs`): once the sync-point is twice the interval past the
+    /// checkpoint, the checkpoint moves to one interval below the sync-point. The interval is
+    /// at least this many slots...
     pub checkpoint_interval: u64,
+    /// ... and at least the last checkpoint's state size in bytes over this: a checkpoint
+    /// decodes and serializes the whole state, so a big state costs about this many bytes of
+    /// it per slot instead of all of it every `checkpoint_interval` slots (0: no growth)...
+    pub checkpoint_bytes_per_op: u64,
+    /// ... but at most this many, which bounds the entries held for a huge state.
+    pub checkpoint_interval_max: u64,
 }
 
 impl Default for Config {
@@ -138,11 +145,24 @@ impl Default for Config {
             oum_buffer_max: 4096,
             client_table_max: 100_000,
             checkpoint_interval: 4096,
+            checkpoint_bytes_per_op: 64,
+            checkpoint_interval_max: 16_384,
         }
     }
 }
 
 impl Config {
+    /// Slots between two checkpoints for a state whose last checkpoint is `state_bytes` long.
+    pub fn checkpoint_every(&self, state_bytes: usize) -> u64 {
+        let (least, most) = (self.checkpoint_interval, self.checkpoint_interval_max);
+        ordo_core::snapshot_interval(state_bytes as u64, self.checkpoint_bytes_per_op, least, most)
+    }
+
+    /// The longest interval [`Config::checkpoint_every`] gives, whatever the state's size.
+    pub fn checkpoint_every_max(&self) -> u64 {
+        self.checkpoint_interval.max(self.checkpoint_interval_max)
+    }
+
     /// Rejects options no node can run with, saying which.
     pub fn validate(&self) -> Result<(), String> {
         let positive = [
@@ -255,11 +275,14 @@ impl Protocol for NoPaxos {
     /// retry after 200 ms rather than 50 ms: a request carrying a 16 MiB value takes a few
     /// hundred milliseconds to be copied and checked at each hop, and with the shorter times
     /// every such SET started view changes and was sent again until it timed out (issue 20).
+    /// Checkpoints of a big state are up to 65,536 slots apart, not 16,384: a checkpoint
+    /// serializes the whole state, which with a million keys is tens of megabytes.
     fn runtime_defaults() -> &'static [(&'static str, u64)] {
         &[
             ("view_change_timeout_ns", 1_000_000_000),
             ("sequencer_timeout_ns", 100_000_000),
             ("client_retry_ns", 200_000_000),
+            ("checkpoint_interval_max", 65_536),
         ]
     }
 

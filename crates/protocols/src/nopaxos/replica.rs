@@ -5,7 +5,7 @@
 use super::checker::Observation;
 use super::execution::{Applied, Execution};
 use super::gap_agreement::{Deferred, Gap, LookupAhead};
-use super::log::Log;
+use super::log::{Checkpoint, Log};
 use super::messages::{Entry, Message, Request, ViewId};
 use super::oum::{Delivery, Discard, OumReceiver};
 use super::recovery::RecoveryProgress;
@@ -244,6 +244,11 @@ pub struct Replica {
     /// `log length − session-msg-num` in this view (I10).
     pub(super) session_base: u64,
     pub(super) exec: Execution,
+    /// The committed state at the log's checkpoint (the checkpoint it was built for, and the
+    /// state), kept between truncations so that the next one applies only the slots since:
+    /// rebuilt from the checkpoint's bytes each time, a million keys were decoded at every
+    /// truncation, most of a real replica's time.
+    pub(super) at_checkpoint: Option<(Arc<Checkpoint>, Execution)>,
     pub(super) gap: Gap,
     /// Leader: a follower asked about the leader's own next slot (see `gap_agreement.rs`).
     pub(super) lookup_ahead: Option<LookupAhead>,
@@ -255,6 +260,9 @@ pub struct Replica {
     pub(super) heard_from_leader_ns: u64,
     /// This view's leader-failure timeout (randomised).
     pub(super) leader_timeout_ns: u64,
+    /// View changes in a row that timed out: each doubles the next timeouts, up to
+    /// `STALLED_VIEWS_MAX` (`view_change.rs`).
+    pub(super) stalled_views: u32,
     launch: Option<PersistTicket>,
     /// How many times this replica restarted (persisted; the nonce of its recovery).
     pub(super) incarnation: u64,
@@ -287,6 +295,7 @@ impl Replica {
             oum: OumReceiver::new(0, config.oum_buffer_max),
             session_base: 0,
             exec: Execution::new(context.new_state_machine, config.client_table_max),
+            at_checkpoint: None,
             gap: Gap::None,
             lookup_ahead: None,
             deferred: Deferred::default(),
@@ -294,6 +303,7 @@ impl Replica {
             vc: ViewChangeState::default(),
             heard_from_leader_ns: 0,
             leader_timeout_ns: config.view_change_timeout_ns,
+            stalled_views: 0,
             launch: None,
             incarnation,
             recovery: RecoveryProgress::default(),
@@ -360,7 +370,7 @@ impl Replica {
 
     /// A fresh randomised timeout in [t/2, 3t/2].
     pub(super) fn random_timeout(&mut self) -> u64 {
-        let timeout = self.config.view_change_timeout_ns;
+        let timeout = self.config.view_change_timeout_ns.saturating_mul(1 << self.stalled_views);
         self.rng.random_range(timeout / 2..=timeout.saturating_add(timeout / 2))
     }
 
@@ -459,19 +469,24 @@ impl Replica {
 
     /// Moves the checkpoint up once the sync-point is two intervals past it (see `log.rs`).
     pub(super) fn maybe_truncate(&mut self) {
-        let interval = self.config.checkpoint_interval;
+        let interval = self.config.checkpoint_every(self.log.checkpoint.state.len());
         let base = self.log.base();
         if self.sync.sync_point < base + 2 * interval {
             return;
         }
         let target = self.sync.sync_point - interval;
-        // A scratch state from the previous checkpoint: this replica's own state may run ahead
-        // of its sync-point (a leader's), and a checkpoint holds committed slots only.
-        let mut scratch = self.exec.restored(&self.log.checkpoint).expect("a replica's own checkpoint decodes");
+        // A scratch state at the previous checkpoint: this replica's own state may run ahead of
+        // its sync-point (a leader's), and a checkpoint holds committed slots only. The one kept
+        // from our last truncation serves unless a view change or transfer replaced the log.
+        let mut scratch = match self.at_checkpoint.take() {
+            Some((built_for, kept)) if Arc::ptr_eq(&built_for, &self.log.checkpoint) => kept,
+            _ => self.exec.restored(&self.log.checkpoint).expect("a replica's own checkpoint decodes"),
+        };
         for slot in base + 1..=target {
             scratch.apply(slot, self.log.at(slot));
         }
         self.log.truncate(scratch.checkpoint());
+        self.at_checkpoint = Some((self.log.checkpoint.clone(), scratch));
         self.stats.count("log_truncated");
     }
 
@@ -652,7 +667,7 @@ impl Node<NoPaxos> for Replica {
         assert!(self.sync.sync_point <= self.log_len(), "the sync-point lies in the log");
         assert!(self.log.base() <= self.exec.executed(), "the state covers the checkpoint");
         assert!(self.log.base() <= self.sync.sync_point, "only committed slots are truncated");
-        let bound = 2 * self.config.checkpoint_interval + (self.log_len() - self.sync.sync_point);
+        let bound = 2 * self.config.checkpoint_every_max() + (self.log_len() - self.sync.sync_point);
         assert!(self.log.held() as u64 <= bound, "bounded log: {} entries held, bound {bound}", self.log.held());
         assert!(self.last_normal.covered_by(self.view), "views never go back (I4)");
         if self.status == Status::Normal {

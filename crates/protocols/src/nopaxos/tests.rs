@@ -928,3 +928,28 @@ fn bounded_log_over_a_minute_with_crashes_recovery_and_a_view_change() {
     assert!(event(&cluster, r2, "checkpoint_installed") >= 1, "r2 recovered from a checkpoint");
     eprintln!("held at most {held_max} entries of {} slots", leader.log_base() + leader.log().len() as u64);
 }
+
+#[test]
+fn view_changes_that_time_out_in_a_row_wait_longer_each_time() {
+    // Goal: a view change that cannot finish in the timeout (a real cluster's logs carry a
+    // state of tens of megabytes) must not be abandoned for the next one at the same pace for
+    // ever: each timeout in a row doubles the next, up to 32 times. Method: 3 replicas; r2 is
+    // cut off, so its view changes never finish; over 10 s of simulated time, count its
+    // timeouts: about 1,000 at the configured 10 ms, at most 5 + 10 s / 160 ms (the least
+    // randomised timeout at 32 times) with the doubling. Then it is reconnected: its higher
+    // view is started with the others, and a request completes.
+    let config = Config::default();
+    let topology = Layout::new(3, 1).topology::<NoPaxos>(&config);
+    let mut cluster = Cluster::with_topology(topology, config, 1);
+    cluster.deliver_all();
+    let r2 = cluster.replica(2);
+    cluster.isolate(r2);
+    cluster.advance(10_000_000_000);
+    let timeouts = event(&cluster, r2, "view_change_timeout");
+    assert!((5..=70).contains(&timeouts), "{timeouts} view-change timeouts in 10 s");
+    cluster.heal_all();
+    let client = cluster.client(0);
+    let op = cluster.submit(client, Command::set("k", "v"));
+    assert!(cluster.run_until(30_000_000_000, |c| c.result(op).is_some()), "the cluster serves");
+    assert!(cluster.run_until(30_000_000_000, |c| event(c, r2, "view_started") >= 1), "r2 is in a view again");
+}

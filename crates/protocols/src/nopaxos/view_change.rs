@@ -34,6 +34,12 @@ use ordo_core::{NodeId, Outbox};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+/// Most doublings of the view-change timeout after view changes in a row that timed out (32
+/// times the configured timeout). Logs travel whole, with the state in their checkpoint: with
+/// a million keys on real processes, a view change took longer than the 1 s timeout, so every
+/// one timed out and the next started, for good (a soak, 2026-11-28).
+pub(super) const STALLED_VIEWS_MAX: u32 = 5;
+
 /// How often a leader resends `StartView` to a replica that did not acknowledge it.
 const START_VIEW_RESENDS_MAX: u32 = 3;
 
@@ -121,6 +127,7 @@ impl Replica {
     pub(super) fn view_change_tick(&mut self, now: u64, out: &mut Outbox<NoPaxos>) {
         if now.saturating_sub(self.vc.started_ns) > self.vc.timeout_ns {
             self.stats.count("view_change_timeout");
+            self.stalled_views = (self.stalled_views + 1).min(STALLED_VIEWS_MAX);
             let next = ViewId::new(self.view.leader_num + 1, self.view.session_num);
             self.start_view_change(next, now, out);
         } else if now.saturating_sub(self.vc.resent_ns) >= self.vc.timeout_ns / 4 {
@@ -349,6 +356,7 @@ impl Replica {
         // The checkpoint's slots are committed.
         self.sync.sync_point = self.sync.sync_point.max(self.log.base());
         self.heard_from_leader_ns = now;
+        self.stalled_views = 0;
         self.leader_timeout_ns = self.random_timeout();
         self.stats.count("view_started");
         let through = if self.is_leader() { self.log_len() } else { self.sync.sync_point.min(self.log_len()) };
