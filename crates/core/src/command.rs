@@ -372,6 +372,12 @@ pub enum CommandResult {
 }
 
 impl Command {
+    /// Bytes of the command's encoding (postcard, as on the wire and on disk): what it adds to
+    /// a log, a batch or a message that carries it.
+    pub fn encoded_len(&self) -> usize {
+        postcard::serialize_with_flavor(self, postcard::ser_flavors::Size::default()).expect("commands serialize")
+    }
+
     /// True when the command never changes the state.
     pub fn is_read_only(&self) -> bool {
         matches!(

@@ -13,6 +13,7 @@
 //! - [`stats`]: counters each node keeps, read the same way for every protocol.
 #![deny(missing_docs)]
 
+pub mod batch;
 pub mod command;
 pub mod driver;
 pub mod glob;
@@ -22,6 +23,7 @@ pub mod node;
 pub mod stats;
 pub mod time;
 
+pub use batch::{BATCH_BYTES_MAX, batch_len};
 pub use command::{Command, CommandResult, Key, Value};
 pub use driver::{Action, Deadline, NodeRunner, RunnerSetup, Targets, TimerFiring, node_seed};
 pub use ids::{ClientId, NodeId, RequestId};

@@ -404,7 +404,7 @@ impl Replica {
         let view = self.vs.view;
         let mut next = next;
         if !self.proposing.cmds.is_empty() {
-            let take = self.proposing.cmds.len().min(self.config.batch_max);
+            let take = ordo_core::batch_len(self.proposing.cmds.iter().map(|r| &r.command), self.config.batch_max);
             let requests: Vec<Arc<Request>> = self.proposing.cmds.drain(..take).collect();
             let entry = Entry { view, value: Value::Requests(requests) };
             self.append_own(next, entry.clone());

@@ -305,7 +305,7 @@ impl Replica {
                 // We promised a revoker this slot of ours: it is being revoked, leave it.
                 continue;
             }
-            let take = self.cmds.len().min(self.config.batch_max);
+            let take = ordo_core::batch_len(self.cmds.iter().map(|r| &r.command), self.config.batch_max);
             let value = Value::Requests(self.cmds.drain(..take).collect());
             let ballot = Ballot { round: 0, rank: self.rank };
             self.propose(ballot, vec![(slot, value)], out);

@@ -183,6 +183,12 @@ impl Config {
         ordo_core::snapshot_interval(state_bytes, self.checkpoint_bytes_per_op, least, most)
     }
 
+    /// The least byte bound of the log between checkpoints and of the tail kept behind one
+    /// (for a small state): `checkpoint_interval` entries of `checkpoint_bytes_per_op` bytes.
+    pub fn checkpoint_bytes_min(&self) -> u64 {
+        self.checkpoint_interval.saturating_mul(self.checkpoint_bytes_per_op)
+    }
+
     /// Most entries a replica keeps in its log: three of the longest checkpoint intervals (the
     /// tail kept behind a checkpoint, the entries executed until the next one, and one of slack)
     /// plus a full pipeline of uncommitted batches. A replica that cannot execute (it waits for a

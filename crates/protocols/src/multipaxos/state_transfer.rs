@@ -309,6 +309,8 @@ impl Replica {
             }
             self.snapshot = Some(snapshot.clone());
             self.last_checkpoint = snapshot.op;
+            self.bytes_since_checkpoint = 0;
+            self.bytes_since_checkpoint = 0;
             self.stats.count("snapshot_installed");
             self.log = super::log::Log::from_entries(buffer.base, buffer.entries);
             self.last_normal_view = self.view;
@@ -414,6 +416,7 @@ impl Replica {
         self.commit_through(snapshot.op, out);
         self.snapshot = Some(snapshot.clone());
         self.last_checkpoint = snapshot.op;
+        self.bytes_since_checkpoint = 0;
         self.persist_checkpoint(out);
         self.stats.count("snapshot_installed");
         if leading {

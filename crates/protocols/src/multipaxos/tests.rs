@@ -425,8 +425,9 @@ fn a_big_state_is_snapshotted_less_often_up_to_a_cap() {
     // Goal: a snapshot serializes and persists the whole state, so the entries between two
     // checkpoints grow with its size (`checkpoint_bytes_per_op`), up to
     // `checkpoint_interval_max`, which also sets the log's bound. Method: every 4 entries at
-    // least, 100 bytes per op; 1,000-byte values on 8 keys. The first snapshot (at 4) holds
-    // about 4 KB, so the next comes about 40 entries later, or 10 with a cap of 10.
+    // least, 100 bytes per op; one 4,000-byte value (a checkpoint at once: its command alone
+    // weighs more than the empty state), then small increments. The snapshot holds about 4 KB,
+    // so the next comes about 40 entries later, or 10 with a cap of 10.
     let checkpoints_after = |interval_max: u64, writes: usize| {
         let config = Config {
             checkpoint_interval: 4,
@@ -436,15 +437,42 @@ fn a_big_state_is_snapshotted_less_often_up_to_a_cap() {
         };
         let mut cluster = Kit::new(3, 1, config);
         let client = cluster.client(0);
-        for i in 0..writes {
-            execute(&mut cluster, client, Command::set(format!("key{}", i % 8), "v".repeat(1_000)));
+        execute(&mut cluster, client, Command::set("big", "v".repeat(4_000)));
+        for _ in 1..writes {
+            execute(&mut cluster, client, Command::IncrBy { key: "n".into(), delta: 1 });
         }
         settle(&mut cluster);
         cluster.stats(cluster.replica(1)).events.get("checkpoint").copied().unwrap_or(0)
     };
     assert_eq!(checkpoints_after(1_000, 30), 1, "one snapshot in 30 entries, not seven");
     assert_eq!(checkpoints_after(1_000, 60), 2, "the next about 40 entries later");
-    assert_eq!(checkpoints_after(10, 30), 3, "capped: at 4, 14 and 24");
+    assert_eq!(checkpoints_after(10, 30), 3, "capped: at 1, 11 and 21");
+}
+
+#[test]
+fn the_log_between_and_behind_checkpoints_weighs_no_more_than_the_state() {
+    // Goal: the log kept behind a checkpoint (the tail) and the log executed until the next
+    // one are bounded in bytes by the state's size, not only in entries: with big values on
+    // few keys, an entry count sized for small commands kept many times the state in the log
+    // (on a real cluster, a 296 MB checkpoint record, issue 20). Method: 1,000-byte values on
+    // 8 keys (a state of about 8 KB), an interval of 128 entries by the state's size over 64
+    // bytes per op (and a byte floor of 16 × 64 = 1 KB); after 200 writes, every replica holds
+    // at most about twice the state in log entries (the tail plus what was executed since), and
+    // checkpoints came about every 9 writes rather than every 128.
+    let config = Config { checkpoint_interval: 16, checkpoint_interval_max: 1_000, ..Config::default() };
+    let mut cluster = Kit::new(3, 1, config);
+    let client = cluster.client(0);
+    for i in 0..200 {
+        execute(&mut cluster, client, Command::set(format!("key{}", i % 8), "v".repeat(1_000)));
+    }
+    settle(&mut cluster);
+    for rank in 0..3 {
+        let replica = cluster.replica(rank);
+        let held = status_number(&cluster, replica, "log");
+        assert!(held <= 24, "r{rank} holds {held} entries of 1 KB for a state of 8 KB");
+        let checkpoints = cluster.stats(replica).events.get("checkpoint").copied().unwrap_or(0);
+        assert!(checkpoints >= 10, "r{rank}: {checkpoints} checkpoints in 200 writes");
+    }
 }
 
 #[test]

@@ -80,8 +80,11 @@ pub struct Sender {
     /// The sender counts replies itself (false when the leader checks quorums).
     checks_quorums: bool,
     batching: Batching,
-    /// Requests waiting for the batch window to close.
+    /// Requests waiting for the batch window to close...
     pending: Vec<(RequestId, Command)>,
+    /// ... and their commands' encoded bytes (a batch leaves before it passes
+    /// `ordo_core::BATCH_BYTES_MAX`).
+    pending_bytes: usize,
     /// Local clock at the last multicast.
     last_multicast_ns: Option<u64>,
     /// Local clock when the oldest waiting request arrived.
@@ -114,6 +117,7 @@ impl Sender {
             checks_quorums: !config.quorum_check_at_leader,
             batching: Batching { max: batching.max.max(1), ..batching },
             pending: Vec::new(),
+            pending_bytes: 0,
             last_multicast_ns: None,
             oldest_pending_ns: 0,
             flush_scheduled: false,
@@ -156,10 +160,16 @@ impl Sender {
             self.stale -= 1;
         }
         flight.age_ticks = 0;
+        let len = command.encoded_len();
+        if !self.pending.is_empty() && self.pending_bytes + len > ordo_core::BATCH_BYTES_MAX {
+            // The waiting batch leaves first rather than grow past the bound.
+            self.multicast(now, out);
+        }
         if self.pending.is_empty() {
             self.oldest_pending_ns = now.local_ns;
         }
         self.pending.push((id, command));
+        self.pending_bytes += len;
         let busy = self.inflight.len() > self.batching.above;
         if busy {
             self.flush_or_wait(now, out);
@@ -190,6 +200,7 @@ impl Sender {
     fn batch_ready(&self, now: ClockReading) -> bool {
         let window = self.batching.window_ns;
         self.pending.len() >= self.batching.max
+            || self.pending_bytes >= ordo_core::BATCH_BYTES_MAX
             || (self.since_multicast(now) >= window
                 && self.pending.len() >= self.batching.target(self.inflight.len() - self.stale))
             || now.local_ns.saturating_sub(self.oldest_pending_ns) >= window * Batching::WAIT_WINDOWS_MAX
@@ -218,6 +229,7 @@ impl Sender {
             sender_error_ns: now.error_bound_ns,
             slow_replies: self.wants_slow_replies(),
         };
+        self.pending_bytes = 0;
         self.last_multicast_ns = Some(now.local_ns);
         out.multicast(&self.replicas, message);
     }
@@ -370,6 +382,7 @@ impl Sender {
         assert!(self.inflight.len() <= self.inflight_max, "in-flight table within its limit");
         assert_eq!(self.stale, self.count_stale(), "stale in-flight requests counted");
         assert!(self.pending.len() < self.batching.max, "a full batch is multicast at once");
+        assert!(self.pending_bytes < ordo_core::BATCH_BYTES_MAX, "a batch past its bytes is multicast at once");
         assert!(self.pending.is_empty() || self.flush_scheduled, "a waiting batch has its timer");
         assert!(self.f * 2 < self.replicas.len(), "2f + 1 replicas");
     }

@@ -149,12 +149,19 @@ impl Replica {
         }
     }
 
-    /// Up to a batch of positions from `first`, with bodies when `bodies`.
+    /// Up to a batch of positions from `first`, with bodies when `bodies` (then also bounded in
+    /// bytes, `ordo_core::batch_len`).
     fn sync_entries(&self, first: u64, bodies: bool) -> Vec<SyncEntry> {
         let end = self.sync_point();
         let last = end.min(first + self.config.sync_batch_max as u64 - 1);
-        (first..=last)
-            .filter_map(|position| self.slot(position))
+        let slots: Vec<_> = (first..=last).filter_map(|position| self.slot(position)).collect();
+        let count = if bodies {
+            ordo_core::batch_len(slots.iter().map(|s| &s.entry.command), slots.len())
+        } else {
+            slots.len()
+        };
+        slots[..count]
+            .iter()
             .map(|slot| SyncEntry {
                 id: slot.entry.id,
                 deadline: slot.entry.deadline,
