@@ -79,6 +79,10 @@ pub struct BenchArgs {
     /// Soak: key space of the SETs (redis-benchmark -r).
     #[arg(long, default_value_t = 1_000_000)]
     soak_keys: u64,
+    /// Soak: start on an empty key space instead of writing every key once before the clock
+    /// starts; memory then grows while the keys fill, which the early window includes.
+    #[arg(long)]
+    soak_no_fill: bool,
 }
 
 struct Drive<'a>(&'a ClusterFile, &'a Workload, &'a [Point]);

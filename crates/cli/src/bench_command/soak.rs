@@ -56,6 +56,63 @@ fn benchmark_arguments(args: &BenchArgs, port: u16) -> Vec<String> {
     arguments
 }
 
+/// The value redis-benchmark's SET writes (`-d 3`).
+const FILL_VALUE: &str = "xxx";
+/// Connections that fill the key space, and SETs each sends before reading their replies.
+const FILL_CONNECTIONS: u64 = 8;
+const FILL_PIPELINE: u64 = 64;
+
+/// Writes every key of the soak's key space once, as redis-benchmark names them (`key:` and
+/// twelve digits), so that the measured windows compare a full state with a full state: on an
+/// empty one, memory grows until most of a million keys exist (minutes at 10k SET/s), and the
+/// early window would measure the state filling, not the protocol holding.
+fn fill_key_space(port: u16, keys: u64) -> Result<(), String> {
+    let chunk = keys.div_ceil(FILL_CONNECTIONS);
+    let fillers: Vec<_> = (0..FILL_CONNECTIONS)
+        .map(|i| (i * chunk, ((i + 1) * chunk).min(keys)))
+        .filter(|(from, to)| from < to)
+        .map(|range| std::thread::spawn(move || fill_range(port, range)))
+        .collect();
+    for filler in fillers {
+        filler.join().map_err(|_| "a filler thread panicked".to_string())??;
+    }
+    Ok(())
+}
+
+/// SETs keys `from..to` over one connection, `FILL_PIPELINE` at a time; an error reply stops it.
+fn fill_range(port: u16, (from, to): (u64, u64)) -> Result<(), String> {
+    use std::io::{BufRead, BufReader, Write};
+    let stream = std::net::TcpStream::connect(("127.0.0.1", port)).map_err(|error| format!("fill: {error}"))?;
+    stream.set_read_timeout(Some(Duration::from_secs(30))).map_err(|error| error.to_string())?;
+    let mut writer = stream.try_clone().map_err(|error| error.to_string())?;
+    let mut reader = BufReader::new(stream);
+    let mut line = String::new();
+    let mut next = from;
+    while next < to {
+        let end = (next + FILL_PIPELINE).min(to);
+        let mut request = String::new();
+        for key in next..end {
+            let name = format!("key:{key:012}");
+            let _ = write!(
+                request,
+                "*3\r\n$3\r\nSET\r\n${}\r\n{name}\r\n${}\r\n{FILL_VALUE}\r\n",
+                name.len(),
+                FILL_VALUE.len()
+            );
+        }
+        writer.write_all(request.as_bytes()).map_err(|error| format!("fill: {error}"))?;
+        for _ in next..end {
+            line.clear();
+            reader.read_line(&mut line).map_err(|error| format!("fill: {error}"))?;
+            if !line.starts_with('+') {
+                return Err(format!("fill: SET answered {:?}", line.trim_end()));
+            }
+        }
+        next = end;
+    }
+    Ok(())
+}
+
 /// Runs the soak of every protocol in turn and writes the files; see the module's header. A soak
 /// that stops early (a node or redis-benchmark exited) still writes what it sampled, and the
 /// next protocol's soak runs; the command then exits 1. One that cannot start ends the command.
@@ -75,7 +132,8 @@ pub(super) fn run(args: &BenchArgs, protocols: &[String], duration: Duration) ->
             }
         }
     }
-    let written = if soaks.is_empty() { Ok(true) } else { write_files(&args.out, &soaks, duration) };
+    let written =
+        if soaks.is_empty() { Ok(true) } else { write_files(&args.out, &soaks, duration, !args.soak_no_fill) };
     for error in &stopped_early {
         eprintln!("error: {error}");
     }
@@ -117,6 +175,11 @@ fn soak_one(
     eprintln!("== {protocol}: soak of {} s, {} replicas", duration.as_secs(), args.replicas);
     let mut cluster = LocalCluster::start(file, !up.no_key).map_err(|error| (ExitCode::from(1), error))?;
     cluster.wait_ready(Duration::from_secs(20)).map_err(|error| (ExitCode::from(1), error))?;
+    if !args.soak_no_fill {
+        let started = Instant::now();
+        fill_key_space(up.redis_port, args.soak_keys).map_err(|error| (ExitCode::from(1), error))?;
+        eprintln!("  filled {} keys in {:.0} s; the clock starts now", args.soak_keys, started.elapsed().as_secs_f64());
+    }
     // redis-benchmark's output is kept: when it exits early, its last lines say why.
     let benchmark_log = args.out.join(format!("soak-{protocol}-redis-benchmark.log"));
     let output = std::fs::create_dir_all(&args.out)
@@ -320,7 +383,7 @@ fn summarize(soak: &Soak, duration: Duration, text: &mut String) -> bool {
 }
 
 /// Writes the CSV, the plots and the summary; true when every protocol stayed within bounds.
-fn write_files(out: &Path, soaks: &[Soak], duration: Duration) -> Result<bool, String> {
+fn write_files(out: &Path, soaks: &[Soak], duration: Duration, filled: bool) -> Result<bool, String> {
     std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
     let mut csv = String::from("protocol,t_s,ops_per_s,cpu_us_per_op,process,rss_mib,cpu_s\n");
     for soak in soaks {
@@ -343,9 +406,10 @@ fn write_files(out: &Path, soaks: &[Soak], duration: Duration) -> Result<bool, S
     write("soak.csv", &csv)?;
     let (early, late) = windows(duration);
     let mut summary = format!(
-        "# Soak of {} s\n\nEarly window {:.0}–{:.0} s, late window the last {:.0} s; bounds: every process's memory \
+        "# Soak of {} s\n\n{}. Early window {:.0}–{:.0} s, late window the last {:.0} s; bounds: every process's memory \
          within 20%, throughput at least 0.9×.\n\n| protocol | measure | early | late | late/early | |\n|---|---|---|---|---|---|\n",
         duration.as_secs(),
+        if filled { "Every key written once before the clock starts" } else { "Started on an empty key space" },
         early.0,
         early.1,
         late.1 - 1.0 - late.0
@@ -389,6 +453,8 @@ fn plot(out: &Path, soaks: &[Soak]) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::{BufRead, BufReader, Write};
+    use std::sync::{Arc, Mutex};
 
     fn sample(t_s: f64, ops_per_s: f64, rss_mib: f64) -> Sample {
         let processes = vec![ProcessSample { name: "r1".into(), rss_mib, cpu_s: 0.0 }];
@@ -415,5 +481,51 @@ mod tests {
         assert!(summarize(&soak(110.0, 950.0), duration, &mut text), "{text}");
         assert!(!summarize(&soak(130.0, 950.0), duration, &mut text), "memory grew 30%");
         assert!(!summarize(&soak(100.0, 800.0), duration, &mut text), "throughput fell to 0.8x");
+    }
+
+    /// A Redis server that answers `+OK` to its first `ok_max` SETs and `-ERR` to the others,
+    /// and records the key of each SET it received.
+    fn fake_server(ok_max: usize) -> (u16, Arc<Mutex<Vec<String>>>) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("address").port();
+        let keys = Arc::new(Mutex::new(Vec::new()));
+        let seen = keys.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let seen = seen.clone();
+                std::thread::spawn(move || answer(stream, &seen, ok_max));
+            }
+        });
+        (port, keys)
+    }
+
+    /// Reads `*3 $3 SET $n key $n value` commands, seven lines each, and answers each.
+    fn answer(stream: std::net::TcpStream, seen: &Mutex<Vec<String>>, ok_max: usize) {
+        let mut writer = stream.try_clone().expect("clone");
+        let mut lines = BufReader::new(stream).lines().map_while(Result::ok);
+        while let Some(command) = lines.by_ref().take(7).collect::<Vec<_>>().into_iter().nth(4) {
+            let mut keys = seen.lock().expect("lock");
+            keys.push(command);
+            let reply: &[u8] = if keys.len() <= ok_max { b"+OK\r\n" } else { b"-ERR full\r\n" };
+            if writer.write_all(reply).is_err() {
+                return;
+            }
+        }
+    }
+
+    #[test]
+    fn the_fill_writes_every_key_once_as_redis_benchmark_names_them() {
+        // Goal: after the fill, every key redis-benchmark -r N can name exists. Method: a fake
+        // server records the SETs of a fill of 1,000 keys (eight connections, pipelined); then
+        // one that refuses after 10 SETs must make the fill fail with the reply in the error.
+        let (port, keys) = fake_server(usize::MAX);
+        fill_key_space(port, 1000).expect("fill");
+        let mut keys = keys.lock().expect("lock").clone();
+        keys.sort();
+        let expected: Vec<String> = (0..1000).map(|i| format!("key:{i:012}")).collect();
+        assert_eq!(keys, expected);
+        let (port, _) = fake_server(10);
+        let error = fill_key_space(port, 1000).expect_err("a refused SET stops the fill");
+        assert!(error.contains("-ERR full"), "{error}");
     }
 }
