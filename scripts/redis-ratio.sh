@@ -1,19 +1,24 @@
 #!/usr/bin/env bash
 # Throughput of ordo's Redis gateway as a ratio to redis-server, measured side by side in one run.
 #
-# Starts redis-server (no persistence), an unreplicated ordo cluster and a 3-replica Nezha cluster,
-# then runs `redis-benchmark -t set|get -n N -c 50 -P P` against each, interleaved, REPEAT times.
+# Starts redis-server twice (no persistence, and `appendfsync always`) and one ordo cluster per
+# protocol asked for (3 replicas; 1 for unreplicated), then runs
+# `redis-benchmark -t set|get -n N -c 50 -P P -r KEYS` against each, interleaved, REPEAT times.
 # Ratios are taken within one repetition (the machine's load changes between runs, so only
 # side-by-side numbers compare). CPU time is read from /proc/PID/stat before and after each
-# benchmark, for every server process, and printed as CPU microseconds per operation.
+# benchmark, for every server process, and printed as CPU microseconds per operation (summed
+# over the processes: when all share the machine's cores, throughput is the cores' seconds per
+# second over this sum).
 #
 # Usage: scripts/redis-ratio.sh
 # Environment (all optional):
 #   ORDO=target/release/ordo   the ordo binary (build it with cargo build --release --bin ordo)
 #   N=200000 CLIENTS=50 REPEAT=1 PIPELINES="1 16" TESTS="set get"
-#   TARGETS="redis unreplicated nezha"
+#   KEYS=100000                key space (redis-benchmark -r): one key would flatter every system
+#   TARGETS="redis redis-aof unreplicated nezha multipaxos"
+#                              redis, redis-aof, or any protocol `ordo list` names
 #   ORDO_BEFORE=path           a second ordo binary (an older build, say): adds the targets
-#                              unreplicated-before and nezha-before, measured in the same run
+#                              PROTOCOL-before for each protocol target, measured in the same run
 #   CLUSTER_ARGS_BEFORE=...    `cluster up` arguments for ORDO_BEFORE (default: CLUSTER_ARGS);
 #                              with ORDO_BEFORE=$ORDO it compares two configurations of one build
 #   CLUSTER_ARGS=""            extra `ordo cluster up` arguments, e.g. "--no-fsync --clients 256"
@@ -26,9 +31,14 @@ CLIENTS=${CLIENTS:-50}
 REPEAT=${REPEAT:-1}
 PIPELINES=${PIPELINES:-"1 16"}
 TESTS=${TESTS:-"set get"}
-TARGETS=${TARGETS:-"redis unreplicated nezha"}
+KEYS=${KEYS:-100000}
+TARGETS=${TARGETS:-"redis redis-aof unreplicated nezha multipaxos"}
 ORDO_BEFORE=${ORDO_BEFORE:-}
-[ -z "$ORDO_BEFORE" ] || TARGETS="$TARGETS unreplicated-before nezha-before"
+if [ -n "$ORDO_BEFORE" ]; then
+    for target in $TARGETS; do
+        case $target in redis | redis-aof) ;; *) TARGETS="$TARGETS $target-before" ;; esac
+    done
+fi
 CLUSTER_ARGS=${CLUSTER_ARGS:-}
 CLUSTER_ARGS_BEFORE=${CLUSTER_ARGS_BEFORE-$CLUSTER_ARGS}
 OUT=${OUT:-/tmp/redis-ratio.tsv}
@@ -53,12 +63,16 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# start_redis TARGET PORT ARGS
 start_redis() {
-    PORT[redis]=6399
-    redis-server --port 6399 --save "" --appendonly no --daemonize no > "$WORK/redis.log" 2>&1 &
+    local target=$1 port=$2 args=$3
+    # shellcheck disable=SC2086 # args is a list of words
+    redis-server --port "$port" --save "" --dir "$WORK" --appendfilename "$target.aof" --daemonize no $args \
+        > "$WORK/$target.log" 2>&1 &
     STARTED+=($!)
-    PIDS[redis]=$!
-    NAMES[redis]=redis-server
+    PORT[$target]=$port
+    PIDS[$target]=$!
+    NAMES[$target]=redis-server
 }
 
 # start_ordo TARGET PROTOCOL REPLICAS REDIS_PORT PORT_BASE BINARY ARGS
@@ -89,15 +103,21 @@ cpu_ticks() {
     done
 }
 
+port=7391
+base=7700
 for target in $TARGETS; do
+    protocol=${target%-before}
+    binary=$ORDO args=$CLUSTER_ARGS
+    [ "$protocol" = "$target" ] || binary=$ORDO_BEFORE args=$CLUSTER_ARGS_BEFORE
+    replicas=3
+    [ "$protocol" != unreplicated ] || replicas=1
     case $target in
-        redis) start_redis ;;
-        unreplicated) start_ordo unreplicated unreplicated 1 7391 7700 "$ORDO" "$CLUSTER_ARGS" ;;
-        nezha) start_ordo nezha nezha 3 7392 7800 "$ORDO" "$CLUSTER_ARGS" ;;
-        unreplicated-before) start_ordo unreplicated-before unreplicated 1 7393 7900 "$ORDO_BEFORE" "$CLUSTER_ARGS_BEFORE" ;;
-        nezha-before) start_ordo nezha-before nezha 3 7394 8000 "$ORDO_BEFORE" "$CLUSTER_ARGS_BEFORE" ;;
-        *) echo "unknown target $target" >&2; exit 2 ;;
+        redis) start_redis redis 6399 "--appendonly no" ;;
+        redis-aof) start_redis redis-aof 6398 "--appendonly yes --appendfsync always" ;;
+        *) start_ordo "$target" "$protocol" "$replicas" "$port" "$base" "$binary" "$args" ;;
     esac
+    port=$((port + 1))
+    base=$((base + 100))
 done
 sleep 1
 
@@ -109,7 +129,7 @@ for rep in $(seq "$REPEAT"); do
                 # shellcheck disable=SC2206 # pid and name lists are words
                 pids=(${PIDS[$target]}) names=(${NAMES[$target]})
                 before=($(cpu_ticks "${pids[@]}"))
-                rps=$(redis-benchmark -p "${PORT[$target]}" -t "$test" -n "$N" -c "$CLIENTS" -P "$pipeline" --csv 2> /dev/null |
+                rps=$(redis-benchmark -p "${PORT[$target]}" -t "$test" -n "$N" -c "$CLIENTS" -P "$pipeline" -r "$KEYS" --csv 2> /dev/null |
                     awk -F'"' 'NR == 2 { print $4 }')
                 after=($(cpu_ticks "${pids[@]}"))
                 by_process=""
@@ -128,13 +148,19 @@ for rep in $(seq "$REPEAT"); do
 done
 
 echo
-echo "Median over $REPEAT repetition(s) [min-max]; ratio = ops/s / redis-server's ops/s in the same repetition."
+echo "Median over $REPEAT repetition(s) [min-max]; ratios are ops/s over redis-server's (no persistence, and"
+echo "appendfsync always) in the same repetition."
 awk -F'\t' '
     function median(list,   n, a, i, j, t) {
         n = split(list, a, " ")
         for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
         lo = a[1]; hi = a[n]
         return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+    }
+    function ratio_text(list) {
+        if (list == "") return "-"
+        q = median(list)
+        return sprintf("%.2f [%.2f-%.2f]", q, lo, hi)
     }
     NR == 1 { next }
     {
@@ -148,19 +174,21 @@ awk -F'\t' '
     END {
         for (r = 1; r <= rows; r++) {
             split(row[r], f, "\t")
-            redis = base[f[1] SUBSEP f[3] SUBSEP f[4] SUBSEP "redis"]
             key = f[2] SUBSEP f[3] SUBSEP f[4]
+            redis = base[f[1] SUBSEP f[3] SUBSEP f[4] SUBSEP "redis"]
             if (redis > 0) ratio[key] = ratio[key] " " f[5] / redis
+            aof = base[f[1] SUBSEP f[3] SUBSEP f[4] SUBSEP "redis-aof"]
+            if (aof > 0) ratio_aof[key] = ratio_aof[key] " " f[5] / aof
         }
-        printf "%-19s %-4s %-4s %26s %20s %18s\n", "target", "-P", "test", "ops/s", "ratio to redis", "CPU us/op"
+        printf "%-19s %-4s %-4s %26s %20s %20s %18s\n", "target", "-P", "test", "ops/s", "to redis", "to redis-aof", "CPU us/op"
         for (k = 1; k <= keys; k++) {
             key = order[k]
             split(key, p, SUBSEP)
             m = median(rps[key]); rl = lo; rh = hi
-            rs = "-"
-            if (key in ratio) { q = median(ratio[key]); rs = sprintf("%.2f [%.2f-%.2f]", q, lo, hi) }
+            rs = ratio_text(ratio[key])
+            ra = ratio_text(ratio_aof[key])
             c = median(cpu[key])
-            printf "%-19s %-4s %-4s %10.0f [%6.0f-%6.0f] %20s %8.2f [%.2f-%.2f]\n", p[1], p[2], p[3], m, rl, rh, rs, c, lo, hi
+            printf "%-19s %-4s %-4s %10.0f [%6.0f-%6.0f] %20s %20s %8.2f [%.2f-%.2f]\n", p[1], p[2], p[3], m, rl, rh, rs, ra, c, lo, hi
         }
     }' "$OUT"
 echo "raw results: $OUT"

@@ -13,6 +13,12 @@ mod sim_command;
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+/// Every ordo process allocates through mimalloc: replicas allocate and free a few buffers
+/// per message, and glibc's allocator spent a fifth of a Tempo replica's CPU in a soak
+/// (`_int_malloc`, `unlink_chunk`, `malloc_consolidate`). docs/runtime.md has the measurements.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Exit codes every command follows (docs/runtime.md, "Exit codes").
 const EXIT_CODES: &str = "\
 Exit codes (every command):
