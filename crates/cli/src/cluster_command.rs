@@ -487,7 +487,7 @@ fn prepare_data_dir(file: ClusterFile, wipe: bool) -> Result<ClusterFile, String
             replicas(&file)
         )));
     }
-    if !protocol_info(&file.protocol).is_some_and(|info| info.state_on_disk) {
+    if !keeps_state_on_disk(existing.as_ref().unwrap_or(&file)) {
         return Err(refused(format!(
             "`cluster up` cannot restart a {} cluster: {}.",
             file.protocol,
@@ -534,6 +534,19 @@ fn differences(wanted: &ClusterFile, existing: &ClusterFile) -> Option<String> {
     ))
 }
 
+/// True when the nodes of `file` keep their state on disk with its options
+/// (`Protocol::state_on_disk_with`): the cluster can be stopped whole and restarted.
+fn keeps_state_on_disk(file: &ClusterFile) -> bool {
+    struct OnDisk<'a>(&'a ClusterFile);
+    impl ProtocolVisitor for OnDisk<'_> {
+        type Output = bool;
+        fn visit<P: Protocol>(self) -> bool {
+            self.0.protocol_config::<P>().is_ok_and(|config| P::state_on_disk_with(&config))
+        }
+    }
+    with_protocol(&file.protocol, OnDisk(file)).unwrap_or(false)
+}
+
 /// Why `cluster up` cannot restart a cluster of this protocol from its files.
 fn restart_consequence(protocol: &str) -> &'static str {
     struct Consequence;
@@ -576,8 +589,7 @@ fn prepare(args: &UpArgs) -> Result<ClusterFile, String> {
     refuse_idle_replicas(args, &file)?;
     // A cluster that keeps no state on disk cannot be restarted; in the default directory, which
     // the user did not choose, a new cluster replaces it (a chosen one is refused instead).
-    let state_on_disk = protocol_info(&args.protocol).is_some_and(|info| info.state_on_disk);
-    let replace = args.data_dir.is_none() && !state_on_disk && !args.wipe_data_dir;
+    let replace = args.data_dir.is_none() && !keeps_state_on_disk(&file) && !args.wipe_data_dir;
     if replace && !earlier_cluster_files(&data_dir)?.is_empty() {
         println!(
             "the earlier {} cluster in {} cannot be restarted ({}): a new one replaces it",

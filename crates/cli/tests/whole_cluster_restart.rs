@@ -53,12 +53,14 @@ struct FileInRange {
     replicas: usize,
     port_base: u16,
     data_dir: PathBuf,
+    /// Protocol options set over the runtime defaults.
+    options: toml::Table,
 }
 
 impl ordo_protocols::ProtocolVisitor for FileInRange {
     type Output = ClusterFile;
     fn visit<P: ordo_core::Protocol>(self) -> ClusterFile {
-        let options = ordo_net::config::with_runtime_defaults::<P>(&toml::Table::new());
+        let options = ordo_net::config::with_runtime_defaults::<P>(&self.options);
         let config: P::Config = toml::Value::Table(options.clone()).try_into().expect("the runtime defaults parse");
         let redis = Some(self.port_base + 16);
         let mut file =
@@ -84,11 +86,13 @@ struct Rounds {
     oks: usize,
 }
 
-/// Starts `protocol` on the 20 ports of `slot`, kills every process `rounds` times under load
-/// and restarts it with `cluster up` over its data directory (deleting the nodes' durable files
-/// first when `forget_files`, the negative control), then checks the whole history.
+/// Starts `protocol` with `options` on the 20 ports of `slot`, kills every process `rounds`
+/// times under load and restarts it with `cluster up` over its data directory (deleting the
+/// nodes' durable files first when `forget_files`, the negative control), then checks the whole
+/// history.
 fn kill_rounds(
     protocol: &ordo_protocols::ProtocolInfo,
+    options: toml::Table,
     slot: u16,
     rounds: usize,
     forget_files: bool,
@@ -99,9 +103,11 @@ fn kill_rounds(
         std::env::temp_dir().join(format!("ordo-restart-test-{}-{}-{slot}", std::process::id(), protocol.name));
     let _ = std::fs::remove_dir_all(&data_dir);
     std::fs::create_dir_all(&data_dir).expect("data directory");
-    let file =
-        ordo_protocols::with_protocol(protocol.name, FileInRange { replicas, port_base, data_dir: data_dir.clone() })
-            .expect("registered");
+    let file = ordo_protocols::with_protocol(
+        protocol.name,
+        FileInRange { replicas, port_base, data_dir: data_dir.clone(), options },
+    )
+    .expect("registered");
     std::fs::write(data_dir.join("cluster.toml"), file.to_toml()).expect("cluster file");
     let redis_port = port_base + 16;
     let mut cluster = Cluster::up(protocol.name, replicas, &[], data_dir.clone(), redis_port);
@@ -153,24 +159,46 @@ fn every_protocol_with_state_on_disk_survives_a_whole_cluster_restart() {
         assert_eq!(names, ["unreplicated", "multipaxos"], "the protocols that say they keep their state on disk");
     }
     for (slot, protocol) in all.iter().enumerate() {
-        let started = Instant::now();
-        let measured =
-            kill_rounds(protocol, slot as u16, ROUNDS, false).unwrap_or_else(|violation| panic!("{violation}"));
-        // Each kill cuts off the operation each client has in flight, a write half the time.
-        assert!(measured.writes_cut_off > 0, "{}: no write was in flight at a kill", protocol.name);
-        let serve_again: Vec<String> =
-            measured.serve_again.iter().map(|d| format!("{:.0} ms", d.as_secs_f64() * 1e3)).collect();
-        eprintln!(
-            "{}: {ROUNDS} kills of every process; writes acknowledged before each kill (cumulative) {:?}, {} cut \
-             off by a kill; every key read again {} after the kills; {} ok events linearizable; {:.1}s in all",
-            protocol.name,
-            measured.writes_acknowledged,
-            measured.writes_cut_off,
-            serve_again.join(", "),
-            measured.oks,
-            started.elapsed().as_secs_f64()
-        );
+        survives_kill_rounds(protocol, toml::Table::new(), slot as u16);
     }
+}
+
+#[test]
+fn nezha_in_durable_mode_survives_a_whole_cluster_restart() {
+    // Goal: (issue 21) Nezha's durable mode, `durable = true`, keeps every acknowledged write
+    // through a power cut; the paper's diskless Nezha cannot restart at all. Method: as above.
+    let nezha = ordo_protocols::protocol_info("nezha").expect("registered");
+    if std::env::var("ORDO_RUNTIME_PROTOCOLS").is_ok_and(|list| !list.split(',').any(|p| p.trim() == "nezha")) {
+        return;
+    }
+    let options = toml::toml! { durable = true };
+    survives_kill_rounds(&nezha, options, 5);
+}
+
+/// Runs `ROUNDS` kill rounds of `protocol` with `options` on the ports of `slot` and fails on
+/// any lost write.
+fn survives_kill_rounds(protocol: &ordo_protocols::ProtocolInfo, options: toml::Table, slot: u16) {
+    let started = Instant::now();
+    let label = if options.is_empty() {
+        protocol.name.to_string()
+    } else {
+        format!("{} with {}", protocol.name, options.to_string().trim())
+    };
+    let measured =
+        kill_rounds(protocol, options, slot, ROUNDS, false).unwrap_or_else(|violation| panic!("{violation}"));
+    // Each kill cuts off the operation each client has in flight, a write half the time.
+    assert!(measured.writes_cut_off > 0, "{label}: no write was in flight at a kill");
+    let serve_again: Vec<String> =
+        measured.serve_again.iter().map(|d| format!("{:.0} ms", d.as_secs_f64() * 1e3)).collect();
+    eprintln!(
+        "{label}: {ROUNDS} kills of every process; writes acknowledged before each kill (cumulative) {:?}, {} cut \
+         off by a kill; every key read again {} after the kills; {} ok events linearizable; {:.1}s in all",
+        measured.writes_acknowledged,
+        measured.writes_cut_off,
+        serve_again.join(", "),
+        measured.oks,
+        started.elapsed().as_secs_f64()
+    );
 }
 
 #[test]
@@ -179,7 +207,7 @@ fn a_restart_that_forgot_its_durable_files_is_caught() {
     // durable files are deleted after the kill, so the cluster restarts empty and forgets every
     // acknowledged write; the history check must report it.
     let multipaxos = ordo_protocols::protocol_info("multipaxos").expect("registered");
-    let outcome = kill_rounds(&multipaxos, 11, 1, true);
+    let outcome = kill_rounds(&multipaxos, toml::Table::new(), 11, 1, true);
     let violation = outcome.err().expect("a cluster that forgot its writes fails the check");
     assert!(violation.contains("not linearizable"), "{violation}");
 }

@@ -396,6 +396,33 @@ impl<P: Protocol> Outbox<P> {
         self.effects.push(Effect::Observe(observation));
     }
 
+    /// Writes `records` as if they had been issued at effect `from` (an index into
+    /// [`Outbox::effects`]), before the effects queued since, and makes every send queued since
+    /// wait for them: for a node that records what a handler changed once the handler is done,
+    /// after the handler queued its sends. Returns the last write's ticket, if any. No write may
+    /// have been queued since `from` (tickets are issued in order).
+    pub fn persist_before(
+        &mut self,
+        from: usize,
+        records: impl IntoIterator<Item = (P::Durable, PersistMode)>,
+    ) -> Option<PersistTicket> {
+        let queued_since = |e: &Effect<P>| matches!(e, Effect::Persist { .. });
+        assert!(!self.effects[from..].iter().any(queued_since), "no write was queued since `from`");
+        let mut writes = Vec::new();
+        for (record, mode) in records {
+            writes.push(Effect::Persist { record, mode, ticket: PersistTicket(self.next_ticket) });
+            self.next_ticket += 1;
+        }
+        let last = self.last_ticket().filter(|_| !writes.is_empty())?;
+        for effect in &mut self.effects[from..] {
+            if let Effect::Send { after, .. } | Effect::Multicast { after, .. } = effect {
+                *after = Some(last);
+            }
+        }
+        self.effects.splice(from..from, writes);
+        Some(last)
+    }
+
     /// Moves every effect of `other` (a wrapped node's outbox with the same types) here, in order,
     /// with its persist tickets.
     pub fn absorb<Q>(&mut self, other: &mut Outbox<Q>)
@@ -540,6 +567,12 @@ pub trait Protocol: Sized + 'static {
     /// restarted at once there is no peer left to rebuild from.
     fn state_on_disk() -> bool {
         false
+    }
+
+    /// [`Protocol::state_on_disk`] under `config`, for a protocol whose durability is an option
+    /// (Nezha's durable mode); the simulator's power cuts and `cluster up`'s restarts ask this.
+    fn state_on_disk_with(_config: &Self::Config) -> bool {
+        Self::state_on_disk()
     }
 
     /// How many nodes of an extra role (proxy, sequencer, controller) random fault plans may

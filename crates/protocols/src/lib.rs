@@ -54,7 +54,8 @@ pub struct ProtocolInfo {
     pub fast_path: bool,
     /// [`Protocol::replicas_max`].
     pub replicas_max: Option<usize>,
-    /// [`Protocol::state_on_disk`]: the cluster survives stopping every process at once.
+    /// [`Protocol::state_on_disk`]: the cluster survives stopping every process at once, with the
+    /// protocol's default options ([`Protocol::state_on_disk_with`] says it for others).
     pub state_on_disk: bool,
 }
 

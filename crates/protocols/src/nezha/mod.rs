@@ -71,6 +71,7 @@ pub mod checker;
 pub mod client;
 pub mod clients;
 pub mod dom;
+pub mod durable;
 pub mod hashes;
 pub mod leader_quorum;
 pub mod messages;
@@ -84,7 +85,7 @@ pub mod view_change;
 #[cfg(feature = "canary")]
 pub mod canary;
 #[cfg(feature = "canary")]
-pub use canary::NezhaMajorityFastQuorum;
+pub use canary::{NezhaMajorityFastQuorum, NezhaVolatileLog};
 
 #[cfg(test)]
 mod tests;
@@ -92,6 +93,8 @@ mod tests;
 mod tests_ablations;
 #[cfg(test)]
 mod tests_checker;
+#[cfg(test)]
+mod tests_durable;
 #[cfg(test)]
 mod tests_proxy;
 #[cfg(test)]
@@ -101,6 +104,7 @@ mod tests_scripts;
 
 use ordo_core::{FailureBudget, GlobalChecker, Node, NodeContext, Protocol, Role, Topology};
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 
 /// Nezha.
 pub struct Nezha;
@@ -186,6 +190,11 @@ pub struct Config {
     pub checkpoint_interval_max: u64,
     /// Clients remembered for at-most-once execution.
     pub client_table_max: usize,
+    /// Durable mode (not in the paper, which is diskless): a replica persists its log, view
+    /// and crash-vector before anything it sends leaves (group commit), and a restarted one
+    /// resumes from its files instead of rejoining from its peers, so the whole cluster may
+    /// stop at once, a power cut, and lose no acknowledged write (`durable.rs`).
+    pub durable: bool,
 }
 
 impl Default for Config {
@@ -222,6 +231,7 @@ impl Default for Config {
             checkpoint_bytes_per_position: 64,
             checkpoint_interval_max: 16_384,
             client_table_max: 100_000,
+            durable: false,
         }
     }
 }
@@ -291,14 +301,37 @@ pub enum Timer {
     ClientRetry,
 }
 
-/// What a replica persists: only that it has launched (paper §6), so that a restart is told
-/// from a first boot and rejoins through recovery instead of acting on state it lost.
+/// What a replica persists. As in the paper (§6), only that it has launched, so that a restart
+/// is told from a first boot and rejoins through recovery instead of acting on state it lost.
+/// In durable mode (`Config::durable`), its log and view instead, record by record, so that it
+/// resumes from them (`durable.rs`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Durable {
-    /// The replica of this rank has run before.
+    /// The replica of this rank has run before (diskless mode).
     Launched {
         /// Its rank.
         rank: usize,
+    },
+    /// Durable mode: the whole log and view, replacing every earlier record. Written at the
+    /// first boot, when a checkpoint is folded in, and when a view change or state transfer
+    /// replaces the log.
+    Image(Arc<durable::Image>),
+    /// Durable mode: the view, last normal view, status or crash-vector changed.
+    View(durable::ViewRecord),
+    /// Durable mode: entries synced at positions `first ..`, after those already recorded.
+    Synced {
+        /// The position of the first.
+        first: u64,
+        /// The entries, in log order.
+        entries: Vec<messages::Entry>,
+    },
+    /// Durable mode: entries that left the unsynced log, then entries released into it (each
+    /// with the hash its fast-reply carried).
+    Unsynced {
+        /// Requests no longer unsynced (synced, or back in the late-buffer).
+        removed: Vec<ordo_core::RequestId>,
+        /// Entries released, with their fast-reply hash.
+        added: Vec<(messages::Entry, u64)>,
     },
 }
 
@@ -311,6 +344,9 @@ pub(crate) enum Flaw {
     None,
     /// Senders fast-commit with a simple majority of matching hashes (§5.2's counter-example).
     MajorityFastQuorum,
+    /// Durable mode whose replicas write their first image and nothing after it, yet resume
+    /// from their records as if they held the log: a power cut makes every one amnesic.
+    VolatileLog,
 }
 
 impl Protocol for Nezha {
@@ -338,6 +374,11 @@ impl Protocol for Nezha {
 
     fn has_fast_path() -> bool {
         true
+    }
+
+    /// In durable mode only: diskless replicas rebuild their state from f + 1 live peers.
+    fn state_on_disk_with(config: &Config) -> bool {
+        config.durable
     }
 
     /// Measured on a 2-core host under `redis-benchmark -c 50 -P 16`:
@@ -371,10 +412,12 @@ impl Protocol for Nezha {
 
 /// Builds a node of the real protocol with `flaw` switched on.
 pub(crate) fn new_node_with(context: NodeContext<Nezha>, durable: Vec<Durable>, flaw: Flaw) -> Box<dyn Node<Nezha>> {
-    let context = NodeContext { config: context.config.scaled(&context.topology), ..context };
+    let mut config = context.config.scaled(&context.topology);
+    config.durable |= flaw == Flaw::VolatileLog;
+    let context = NodeContext { config, ..context };
     match context.role() {
         Role::Client => Box::new(client::Client::new(context, flaw)),
         Role::Proxy => Box::new(proxy::Proxy::new(context, flaw)),
-        _ => Box::new(replica::Replica::new(context, durable)),
+        _ => Box::new(replica::Replica::new(context, durable, flaw)),
     }
 }

@@ -110,7 +110,7 @@ impl Sender {
             forget_ticks: forget_ticks.max(2),
             stale: 0,
             fast_followers: match flaw {
-                Flaw::None => super::quorum::fast_quorum(context.topology.f) - 1,
+                Flaw::None | Flaw::VolatileLog => super::quorum::fast_quorum(context.topology.f) - 1,
                 Flaw::MajorityFastQuorum => context.topology.f,
             },
             silence: Silence::new(count),

@@ -5,11 +5,12 @@
 use super::checker::Observation;
 use super::clients::Clients;
 use super::dom::{EarlyBuffer, EstimatorOptions, OwdEstimator};
+use super::durable::{Replayed, Written};
 use super::hashes::{ConflictTable, Footprint, WriteHashes};
 use super::leader_quorum::LeaderQuorums;
 use super::messages::{Checkpoint, CrashVector, Entry, FastReply, LogImage, Message, SyncEntry};
 use super::sync::{AnnounceDelay, ResendBackoff, SyncBatch};
-use super::{Config, Durable, Nezha, Timer};
+use super::{Config, Durable, Flaw, Nezha, Timer};
 use bytes::Bytes;
 use ordo_core::{
     ClientId, ClockReading, Command, CommandResult, Destinations, Node, NodeContext, NodeId, NodeStats, Outbox,
@@ -172,14 +173,25 @@ pub struct Replica {
     pub(super) slow_out: BTreeMap<(NodeId, u64, NodeId), Vec<RequestId>>,
     /// Leader with `quorum_check_at_leader`: the quorum check of every request.
     pub(super) leader_quorums: LeaderQuorums,
+    /// Raised whenever the log is rebuilt rather than extended (a checkpoint folded in, a view
+    /// change or state transfer adopted): durable mode then writes a whole image.
+    pub(super) log_epoch: u64,
+    /// Durable mode: what the records hold (`durable.rs`); none before the first image.
+    pub(super) written: Option<Written>,
+    /// Durable mode: resumed from records as a leader or voter, so `on_start` starts a view
+    /// change.
+    pub(super) view_change_at_start: bool,
+    /// A deliberate bug (canaries only).
+    pub(super) flaw: Flaw,
 }
 
 /// Positions a follower buffers beyond its sync-point.
 const PENDING_SYNC_MAX: u64 = 65_536;
 
 impl Replica {
-    /// A replica, fresh (`durable` empty: it joins view 0 as normal) or restarted (it rejoins).
-    pub fn new(context: NodeContext<Nezha>, durable: Vec<Durable>) -> Self {
+    /// A replica, fresh (`durable` empty: it joins view 0 as normal) or restarted: it rejoins,
+    /// or in durable mode resumes from its records (`durable.rs`).
+    pub(crate) fn new(context: NodeContext<Nezha>, durable: Vec<Durable>, flaw: Flaw) -> Self {
         let replicas = context.topology.replicas().clone();
         let rank = context.topology.replica_rank(context.id).expect("a replica has a rank");
         let config = context.config.clone();
@@ -191,10 +203,14 @@ impl Replica {
             max_ns: config.owd_max_ns,
             senders_max: context.topology.nodes.len(),
         };
-        let restarted = !durable.is_empty();
+        let replayed = if config.durable { Replayed::from_records(rank, &durable) } else { None };
+        // Records that are not a durable replica's (or durable records while diskless) are a
+        // restart that rejoins: they hold nothing it may act on.
+        let restarted = !durable.is_empty() && replayed.is_none();
         for record in &durable {
-            let Durable::Launched { rank: stored } = record;
-            assert_eq!(*stored, rank, "a replica restarts with its own launch marker");
+            if let Durable::Launched { rank: stored } = record {
+                assert_eq!(*stored, rank, "a replica restarts with its own launch marker");
+            }
         }
         let conflicts = ConflictTable::new(config.commutativity);
         let mut replica = Replica {
@@ -250,9 +266,16 @@ impl Replica {
             fast_out: BTreeMap::new(),
             slow_out: BTreeMap::new(),
             leader_quorums: LeaderQuorums::new(n),
+            log_epoch: 0,
+            written: None,
+            view_change_at_start: false,
+            flaw,
             replicas,
             config,
         };
+        if let Some(replayed) = replayed {
+            replica.view_change_at_start = replica.resume(replayed);
+        }
         replica.reset_timeout();
         replica
     }
@@ -719,6 +742,7 @@ impl Replica {
             self.positions.remove(&slot.entry.id);
         }
         self.checkpoint = checkpoint;
+        self.log_epoch += 1;
     }
 
     /// Replaces the state machine and client table with a checkpoint's.
@@ -780,16 +804,22 @@ fn highest_number(message: &Message) -> u64 {
 
 impl Node<Nezha> for Replica {
     fn on_start(&mut self, now: ClockReading, out: &mut Outbox<Nezha>) {
+        let start = out.effects().len();
         if self.status == Status::Recovering {
             self.start_rejoin(out);
-        } else {
+        } else if self.view_change_at_start {
+            self.view_change_at_start = false;
+            self.start_view_change(self.view + 1, out);
+        } else if !self.config.durable {
             out.persist(Durable::Launched { rank: self.rank }, PersistMode::Replace);
         }
         let _ = now;
         out.set_timer(Timer::Tick, self.config.heartbeat_ns);
+        self.persist_changes(out, start);
     }
 
     fn on_message(&mut self, now: ClockReading, from: NodeId, message: Message, out: &mut Outbox<Nezha>) {
+        let start = out.effects().len();
         if highest_number(&message) > NUMBER_MAX {
             self.stats.drop_input("number out of range");
             return;
@@ -831,9 +861,11 @@ impl Node<Nezha> for Replica {
             self.stats.drop_input(reason);
         }
         self.flush_replies(now, out);
+        self.persist_changes(out, start);
     }
 
     fn on_timer(&mut self, now: ClockReading, timer: Timer, out: &mut Outbox<Nezha>) {
+        let start = out.effects().len();
         match timer {
             Timer::Release => {
                 if self.status == Status::Normal {
@@ -850,6 +882,7 @@ impl Node<Nezha> for Replica {
             }
         }
         self.flush_replies(now, out);
+        self.persist_changes(out, start);
     }
 
     fn check_invariants(&self) {

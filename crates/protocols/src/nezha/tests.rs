@@ -32,7 +32,7 @@ fn replica(rank: usize, config: Config) -> Replica {
         new_state_machine: kv,
         incarnation: 0,
     };
-    Replica::new(context, Vec::new())
+    Replica::new(context, Vec::new(), super::Flaw::None)
 }
 
 fn request(client: u64, number: u64, send_ns: u64, bound_ns: u64, command: Command) -> Message {

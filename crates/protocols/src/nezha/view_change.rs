@@ -298,6 +298,7 @@ impl Replica {
         // Requests in flight during the change follow everything in the new log.
         table.raise_all(deadline_max);
         self.checkpoint = checkpoint;
+        self.log_epoch += 1;
         self.synced.clear();
         self.unsynced.clear();
         self.positions.clear();

@@ -47,7 +47,7 @@ impl<P: Protocol> World<P> {
             let mut rng = stream(self.config.seed, 6);
             let restarts = self.config.faults.draw_client_restarts(&mut rng, &clients, self.config.duration_ns);
             faults.extend(restarts);
-            if P::state_on_disk() {
+            if P::state_on_disk_with(&self.protocol_config) {
                 // A power cut: every replica and client at once. Placed with the scheduled
                 // faults, which no failure budget holds back.
                 let all: Vec<u32> = self.topology.nodes.iter().map(|n| n.id.0).collect();
