@@ -25,6 +25,9 @@ rm -rf "$campaign"
 # Options that change the protocol's messages get a campaign of their own.
 "$ordo" sim --protocol swiftpaxos --set reads=true --seeds 1..50 --faults random --duration 1s --clients 12 --jobs 2 \
   | tail -n 3
+# Nezha's durable mode, with a power cut of every node in each run on top of the random faults.
+"$ordo" sim --protocol nezha --set durable=true --seeds 1..200 --faults random-clients --duration 1s --clients 12 \
+  --transactions 0.2 --expiry 0.2 --jobs 2 | tail -n 3
 
 echo "== every protocol on every latency matrix in examples/latency, no options set (10 s each)"
 for matrix in examples/latency/*.toml; do

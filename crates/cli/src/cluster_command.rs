@@ -588,8 +588,12 @@ fn prepare(args: &UpArgs) -> Result<ClusterFile, String> {
     let file = cluster_file(args, data_dir.clone())?;
     refuse_idle_replicas(args, &file)?;
     // A cluster that keeps no state on disk cannot be restarted; in the default directory, which
-    // the user did not choose, a new cluster replaces it (a chosen one is refused instead).
-    let replace = args.data_dir.is_none() && !keeps_state_on_disk(&file) && !args.wipe_data_dir;
+    // the user did not choose, a new cluster replaces it (a chosen one is refused instead). The
+    // earlier cluster's own file says whether it kept its state (Nezha's durable mode is an
+    // option the arguments may leave out): a durable cluster is never replaced unasked.
+    let earlier = existing_cluster_file(&data_dir).ok().filter(|earlier| earlier.protocol == file.protocol);
+    let on_disk = keeps_state_on_disk(earlier.as_ref().unwrap_or(&file));
+    let replace = args.data_dir.is_none() && !on_disk && !args.wipe_data_dir;
     if replace && !earlier_cluster_files(&data_dir)?.is_empty() {
         println!(
             "the earlier {} cluster in {} cannot be restarted ({}): a new one replaces it",

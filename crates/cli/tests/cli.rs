@@ -444,3 +444,47 @@ fn cluster_up_reports_a_node_that_dies_and_exits_1() {
     assert_eq!(status.code(), Some(1), "a node died during the run");
     drop(stdout);
 }
+
+/// Runs `ordo cluster up` with `args` until it says the cluster runs, then stops it with Ctrl-C;
+/// returns what it printed up to then.
+fn cluster_up_until_running(args: &[&str]) -> Vec<String> {
+    use std::io::BufRead;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ordo"))
+        .args(["cluster", "up", "--status-every", "0"])
+        .args(args)
+        .env("XDG_DATA_HOME", data_home())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("ordo runs");
+    let mut printed = Vec::new();
+    let stdout = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+    for line in stdout.lines().map_while(Result::ok) {
+        let running = line.starts_with("Ctrl-C stops the cluster");
+        printed.push(line);
+        if running {
+            break;
+        }
+    }
+    // SAFETY: SIGINT to the process this test started, by its pid.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    child.wait().expect("wait");
+    printed
+}
+
+#[test]
+fn a_durable_nezha_cluster_in_the_default_directory_restarts_without_its_option() {
+    // Goal: in the default directory `cluster up` replaces an earlier cluster that cannot be
+    // restarted. Whether it can is said by the earlier cluster's own file: a Nezha cluster
+    // started with `--set durable=true` keeps its writes on disk, and the same command without
+    // the option must restart it (with a note), not delete it. Method: start and stop a durable
+    // Nezha cluster, then run `cluster up --protocol nezha` on the same port base.
+    let args = ["--protocol", "nezha", "--port-base", "29950", "--redis-port", "29949"];
+    let first = cluster_up_until_running(&[&args[..], &["--set", "durable=true"]].concat());
+    assert!(first.iter().any(|line| line.starts_with("new cluster in")), "{first:?}");
+    assert!(first.last().is_some_and(|line| line.starts_with("Ctrl-C")), "the first cluster ran: {first:?}");
+    let second = cluster_up_until_running(&args);
+    assert!(second.iter().any(|line| line.starts_with("restarting the cluster in")), "{second:?}");
+    assert!(second.iter().any(|line| line.contains("durable = true")), "the note names the option kept: {second:?}");
+    assert!(!second.iter().any(|line| line.contains("replaces it")), "{second:?}");
+}
