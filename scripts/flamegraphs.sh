@@ -5,8 +5,8 @@
 # `redis-benchmark -t set -c 50 -P P -r KEYS`, records every node process (replicas and gateway)
 # with `perf record --call-graph dwarf` for SECONDS_RECORDED seconds, and writes
 #   OUT/PROTOCOL-P<P>.svg      one flame graph, a tower per process (r1, r2, r3, gw)
-#   OUT/PROTOCOL-P<P>-top.txt  per process, the functions with the most samples of their own
-# Run it on an otherwise idle machine: perf samples CPU time, and other load changes nothing in a
+#   OUT/PROTOCOL-P<P>-top.txt  per process, the hottest leaf functions and the hottest of ordo's own
+# Each tower of the graph is a node, then its threads. Run it on an otherwise idle machine: perf samples CPU time, and other load changes nothing in a
 # process's own profile but the wake-ups.
 #
 # Usage: scripts/flamegraphs.sh [OUT]     (default docs/runtime/flame)
@@ -54,26 +54,43 @@ for protocol in $PROTOCOLS; do
             names[$pid]=$name
             pids+=("$pid")
         done
-        pid_list=$(IFS=,; echo "${pids[*]}")
-        perf record -q -F "$FREQ" --call-graph dwarf,16384 -p "$pid_list" -o "$work/perf.data" -- sleep "$SECONDS_RECORDED" \
-            2> "$work/perf.log"
+        # One recording per process, all at once: each stack is then named after its node.
+        recorders=()
+        for pid in "${pids[@]}"; do
+            perf record -q -F "$FREQ" --call-graph dwarf,16384 -p "$pid" -o "$work/$pid.data" \
+                -- sleep "$SECONDS_RECORDED" 2> "$work/$pid.log" &
+            recorders+=($!)
+        done
+        wait "${recorders[@]}"
         kill "$bench" 2> /dev/null || true
         wait "$bench" 2> /dev/null || true
         kill -INT "$up"
         wait "$up" || true
-        # Each stack starts with `ordo/PID`: name the tower after the node instead.
-        perf script -i "$work/perf.data" 2> /dev/null | inferno-collapse-perf --pid > "$work/folded"
-        renames=()
-        for pid in "${pids[@]}"; do renames+=(-e "s|^ordo/$pid;|${names[$pid]};|"); done
-        sed "${renames[@]}" "$work/folded" > "$work/named"
+        : > "$work/named"
+        for pid in "${pids[@]}"; do
+            perf script -i "$work/$pid.data" 2> /dev/null | inferno-collapse-perf \
+                | sed "s|^|${names[$pid]};|" >> "$work/named"
+        done
         inferno-flamegraph --title "$protocol, redis-benchmark -t set -c 50 -P $pipeline -r $KEYS: every process" \
-            --width 1600 < "$work/named" > "$OUT/$protocol-P$pipeline.svg"
-        # Self samples per (process, leaf function), the twenty largest per process.
-        awk '{count = $NF; $NF = ""; sub(/ $/, ""); n = split($0, frames, ";");
-              process = frames[1]; leaf = frames[n]; self[process SUBSEP leaf] += count; total[process] += count}
-             END {for (key in self) {split(key, part, SUBSEP);
-                  printf "%s\t%.1f%%\t%s\n", part[1], 100 * self[key] / total[part[1]], part[2]}}' "$work/named" \
-            | sort -t$'\t' -k1,1 -k2,2nr | awk -F'\t' '++seen[$1] <= 20' > "$OUT/$protocol-P$pipeline-top.txt"
+            --width 1600 --minwidth 0.5 < "$work/named" > "$OUT/$protocol-P$pipeline.svg"
+        # Per process, the twenty functions with the most samples of their own (the leaf), then
+        # the twenty of ordo's own functions with the most samples in them or in the library and
+        # kernel code they call (the innermost `ordo_` frame of each sample).
+        top() {
+            awk -v ours="$1" '{count = $NF; $NF = ""; sub(/ $/, ""); n = split($0, frames, ";");
+                  at = n; if (ours) { while (at > 1 && frames[at] !~ /ordo_/) at--; if (at == 1) next }
+                  hot[frames[1] SUBSEP frames[at]] += count; total[frames[1]] += count}
+                 END {for (key in hot) {split(key, part, SUBSEP);
+                      printf "%s\t%.1f%%\t%s\n", part[1], 100 * hot[key] / total[part[1]], part[2]}}' "$work/named" \
+                | sort -t$'\t' -k1,1 -k2,2nr | awk -F'\t' '++seen[$1] <= 20'
+        }
+        {
+            echo "# $protocol, -P $pipeline: per process, share of its samples"
+            echo "## where the CPU is (leaf functions)"
+            top 0
+            echo "## which of ordo's functions it is in (innermost ordo_ frame; samples without one left out)"
+            top 1
+        } > "$OUT/$protocol-P$pipeline-top.txt"
         echo "$protocol -P $pipeline: $OUT/$protocol-P$pipeline.svg, $OUT/$protocol-P$pipeline-top.txt"
         rm -rf "$work"
         unset names

@@ -203,15 +203,7 @@ impl Replica {
             max_ns: config.owd_max_ns,
             senders_max: context.topology.nodes.len(),
         };
-        let replayed = if config.durable { Replayed::from_records(rank, &durable) } else { None };
-        // Records that are not a durable replica's (or durable records while diskless) are a
-        // restart that rejoins: they hold nothing it may act on.
-        let restarted = !durable.is_empty() && replayed.is_none();
-        for record in &durable {
-            if let Durable::Launched { rank: stored } = record {
-                assert_eq!(*stored, rank, "a replica restarts with its own launch marker");
-            }
-        }
+        let (replayed, restarted) = boot_records(&config, rank, &durable);
         let conflicts = ConflictTable::new(config.commutativity);
         let mut replica = Replica {
             me: context.id,
@@ -800,6 +792,20 @@ fn highest_number(message: &Message) -> u64 {
         Message::RecoveryRequest { cv: c, .. } | Message::StateTransferRequest { cv: c } => cv(c),
         Message::RecoveryReply { view, cv: c, .. } => (*view).max(cv(c)),
     }
+}
+
+/// What a replica boots from: a durable replica's records replayed, and whether it restarts
+/// without them and must rejoin. Records that are not a durable replica's (or durable records
+/// while diskless) hold nothing a restarted replica may act on.
+fn boot_records(config: &Config, rank: usize, durable: &[Durable]) -> (Option<Replayed>, bool) {
+    let replayed = if config.durable { Replayed::from_records(rank, durable) } else { None };
+    for record in durable {
+        if let Durable::Launched { rank: stored } = record {
+            assert_eq!(*stored, rank, "a replica restarts with its own launch marker");
+        }
+    }
+    let restarted = !durable.is_empty() && replayed.is_none();
+    (replayed, restarted)
 }
 
 impl Node<Nezha> for Replica {
