@@ -288,16 +288,17 @@ fn cluster_up_says_why_the_gateway_could_not_start() {
     assert!(stderr.contains("bind Redis 127.0.0.1:29749: Address already in use"), "gives the reason: {stderr}");
 }
 
+/// `ordo cluster up` with `args`, no status lines, its output piped.
+fn cluster_up(args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_ordo"));
+    command.args(["cluster", "up", "--status-every", "0"]).args(args).env("XDG_DATA_HOME", data_home());
+    command.stdout(std::process::Stdio::piped());
+    command
+}
+
 /// Runs `ordo cluster up` with `args` (no status lines) until it exits, for at most 30 s.
 fn cluster_up_until_exit(args: &[&str]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ordo"))
-        .args(["cluster", "up", "--status-every", "0"])
-        .args(args)
-        .env("XDG_DATA_HOME", data_home())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("ordo runs");
+    let mut child = cluster_up(args).stderr(std::process::Stdio::piped()).spawn().expect("ordo runs");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     while child.try_wait().expect("wait").is_none() {
         if std::time::Instant::now() > deadline {
@@ -449,14 +450,7 @@ fn cluster_up_reports_a_node_that_dies_and_exits_1() {
 /// returns what it printed up to then.
 fn cluster_up_until_running(args: &[&str]) -> Vec<String> {
     use std::io::BufRead;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ordo"))
-        .args(["cluster", "up", "--status-every", "0"])
-        .args(args)
-        .env("XDG_DATA_HOME", data_home())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("ordo runs");
+    let mut child = cluster_up(args).stderr(std::process::Stdio::null()).spawn().expect("ordo runs");
     let mut printed = Vec::new();
     let stdout = std::io::BufReader::new(child.stdout.take().expect("stdout"));
     for line in stdout.lines().map_while(Result::ok) {
