@@ -17,6 +17,10 @@ use std::time::{Duration, Instant};
 /// outgoing connection holds there cannot be bound).
 const FIRST_PORT: u16 = 12_000;
 
+/// The tests of this binary take turns: two clusters moving 16 MiB values at once on two cores
+/// take each other's CPU, and the times each prints would then say little.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn protocols() -> Vec<String> {
     let only = std::env::var("ORDO_RUNTIME_PROTOCOLS").ok();
     let wanted = |name: &str| only.as_deref().is_none_or(|list| list.split(',').any(|p| p.trim() == name));
@@ -55,6 +59,7 @@ fn serve_large_values(protocol: &str) -> Duration {
 fn large_values_reach_every_protocol() {
     // Goal: values of megabytes go through every protocol and the cluster still
     // serves small requests afterwards. Timing is printed, not asserted (a shared machine).
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     for protocol in protocols() {
         let slowest = serve_large_values(&protocol);
         eprintln!("{protocol}: slowest SET+GET of a large value {slowest:?}");
@@ -76,6 +81,17 @@ fn leader_or_first(cluster: &Cluster) -> String {
         })
     };
     replicas.iter().find(says_leader).unwrap_or(&replicas[0]).clone()
+}
+
+/// The status of every replica that answers, for a failure's message.
+fn survivors(cluster: &Cluster) -> String {
+    let status = |name: &String| cluster.status(name).map(|s| s["nodes"][0].to_string());
+    cluster
+        .replicas()
+        .iter()
+        .filter_map(|name| Some(format!("{name}: {}", status(name)?)))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// Runs `command` until it answers, with a new connection after each error, for at most `within`.
@@ -106,6 +122,7 @@ fn large_values_survive_a_leader_kill() {
     // 16 MiB values written, the leader killed (the replica whose status says `leader`, else
     // the first), then both read back whole and a third written and read, each within a
     // minute (retrying through the gateway while the cluster elects). Timing is printed.
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     for protocol in protocols().into_iter().filter(|p| p != "unreplicated") {
         let cluster = Cluster::start(&protocol, 3, 4, FIRST_PORT);
         let mut redis = cluster.redis();
@@ -119,7 +136,9 @@ fn large_values_survive_a_leader_kill() {
         for seed in 0..2 {
             let read: Vec<u8> =
                 until_answered(&cluster, &mut redis, within, redis::cmd("GET").arg(format!("big-{seed}")))
-                    .unwrap_or_else(|e| panic!("{protocol}: GET of a 16 MiB value after killing {victim}: {e}"));
+                    .unwrap_or_else(|e| {
+                        panic!("{protocol}: GET of a 16 MiB value after killing {victim}: {e}\n{}", survivors(&cluster))
+                    });
             assert!(read == big_value(seed), "{protocol}: the value written before the kill reads back whole");
         }
         let read_again = killed_at.elapsed();

@@ -25,6 +25,9 @@ pub const ENTRIES_MAX: usize = 512;
 /// 16 ticks apart (16 ms in the simulator, 160 ms for real processes).
 pub const RESEND_DOUBLINGS_MAX: u32 = 4;
 /// The highest ballot: what a promise reports for a value already chosen.
+/// A revocation retried for the same stall waits twice as long as the one before, up to this
+/// many times the revoke timeout.
+const REVOKE_BACKOFF_MAX: u64 = 32;
 const CHOSEN: Ballot = Ballot { round: u64::MAX, rank: u32::MAX };
 
 /// One slot's Paxos state.
@@ -150,6 +153,9 @@ pub struct Replica {
     pub(super) stalled_at: u64,
     stalled_since_ns: u64,
     stall_timeout_ns: u64,
+    /// When our latest revocation of the current stall started, phase 2 included: the next waits
+    /// `stall_timeout_ns`, doubled at each retry ([`REVOKE_BACKOFF_MAX`]).
+    revoked_at_ns: Option<u64>,
     /// The owner whose slots we revoke at once when we stall on them ([`Suspicion`]).
     suspicion: Suspicion,
     /// The back-off of our queries for the slot we are stalled on: an answer carries the
@@ -193,6 +199,7 @@ impl Replica {
             stalled_at: 0,
             stalled_since_ns: 0,
             stall_timeout_ns: config.revoke_timeout_ns,
+            revoked_at_ns: None,
             stall_queries: Resend::default(),
             suspicion: Suspicion::new(replicas.len()),
             stats: NodeStats::default(),
@@ -781,11 +788,13 @@ impl Replica {
         if self.instances.get(&next).is_some_and(|i| i.learned.is_some()) || self.max_seen < next {
             self.stalled_at = self.executed;
             self.stalled_since_ns = now;
+            self.revoked_at_ns = None;
             return;
         }
         if self.stalled_at != self.executed {
             self.stalled_at = self.executed;
             self.stalled_since_ns = now;
+            self.revoked_at_ns = None;
             self.stall_timeout_ns =
                 self.rng.random_range(self.config.revoke_timeout_ns..2 * self.config.revoke_timeout_ns);
             self.stall_queries = Resend::default();
@@ -797,9 +806,19 @@ impl Replica {
         let owner = self.owner(next);
         let stalled =
             self.suspicion.suspects(owner) || now.saturating_sub(self.stalled_since_ns) > self.stall_timeout_ns;
-        let retry = self.revocation.as_ref().is_none_or(|r| now.saturating_sub(r.started_ns) > self.stall_timeout_ns);
+        // A revocation that ended without the slot chosen was preempted in phase 2, often by
+        // another replica revoking the same owner: retrying at the next tick, each preempts the
+        // other for good when an accept takes longer than a tick (16 MiB values: issue 20).
+        let retry = self.revoked_at_ns.is_none_or(|at| now.saturating_sub(at) > self.stall_timeout_ns);
         if stalled && owner != self.rank && retry {
+            if self.revoked_at_ns.is_some() {
+                let most = self.config.revoke_timeout_ns.saturating_mul(REVOKE_BACKOFF_MAX);
+                self.stall_timeout_ns = self.stall_timeout_ns.saturating_mul(2).min(most);
+            }
             self.start_revocation(now, owner, out);
+            if self.revocation.as_ref().is_some_and(|r| r.started_ns == now) {
+                self.revoked_at_ns = Some(now);
+            }
         }
     }
 
