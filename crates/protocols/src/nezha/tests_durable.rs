@@ -21,6 +21,21 @@ fn execute(cluster: &mut Cluster<Nezha>, client: NodeId, command: Command) -> Co
     cluster.result(op).expect("completed").clone()
 }
 
+/// A durable 3-replica cluster whose client appended `0,` to `count - 1,` to key `k`.
+fn with_appends(count: usize) -> (Cluster<Nezha>, NodeId) {
+    let mut cluster: Cluster<Nezha> = Cluster::new(3, 1, durable());
+    let client = cluster.client(0);
+    for i in 0..count {
+        execute(&mut cluster, client, Command::append("k", format!("{i},")));
+    }
+    (cluster, client)
+}
+
+/// What a read of `k` returns after `count` appends.
+fn appended(count: usize) -> CommandResult {
+    CommandResult::Value((0..count).map(|i| format!("{i},")).collect::<String>().into())
+}
+
 /// Replica `node`'s log: its view, its synced entries' ids and its unsynced entries' ids.
 fn log_of(cluster: &Cluster<Nezha>, node: NodeId) -> (u64, Vec<ordo_core::RequestId>, Vec<ordo_core::RequestId>) {
     let replica = cluster.node_as::<Replica>(node);
@@ -122,11 +137,7 @@ fn a_power_cut_keeps_every_log_and_the_cluster_serves_again() {
     // new one, and every acknowledged write is read back. Method: 40 appends, then crash every
     // replica; each restarted replica holds the same synced log as before (the leader's own
     // log is its whole log), the view moves on, and a read returns all 40 appends.
-    let mut cluster: Cluster<Nezha> = Cluster::new(3, 1, durable());
-    let client = cluster.client(0);
-    for i in 0..40 {
-        execute(&mut cluster, client, Command::append("k", format!("{i},")));
-    }
+    let (mut cluster, client) = with_appends(40);
     cluster.run_for(20 * MS);
     let before: Vec<_> = cluster.replicas().iter().map(|&r| log_of(&cluster, r)).collect();
     for replica in cluster.replicas() {
@@ -142,8 +153,7 @@ fn a_power_cut_keeps_every_log_and_the_cluster_serves_again() {
         assert_eq!(stats.events.get("durable_resume"), Some(&1), "replica {replica} resumed from its records");
         assert_eq!(stats.events.get("rejoin"), None, "replica {replica} did not rejoin");
     }
-    let expected: String = (0..40).map(|i| format!("{i},")).collect();
-    assert_eq!(execute(&mut cluster, client, Command::get("k")), CommandResult::Value(expected.into()));
+    assert_eq!(execute(&mut cluster, client, Command::get("k")), appended(40));
     let view = cluster.node_as::<Replica>(cluster.replica(0)).view;
     assert!(view > before[0].0, "the resumed leader handed over through a view change (view {view})");
 }
@@ -155,11 +165,7 @@ fn a_log_rebuilt_by_a_view_change_is_written_whole() {
     // so a restart never replays entries of a log it gave up. Method: a view change (the
     // leader isolated); the records of each replica in the new view then begin with an image of
     // the new view, and a restart resumes that view's log.
-    let mut cluster: Cluster<Nezha> = Cluster::new(3, 1, durable());
-    let client = cluster.client(0);
-    for i in 0..10 {
-        execute(&mut cluster, client, Command::append("k", format!("{i},")));
-    }
+    let (mut cluster, client) = with_appends(10);
     let old_leader = cluster.replica(0);
     cluster.isolate(old_leader);
     // Rank 1 leads view 1; rank 2 follows in it.
@@ -177,8 +183,7 @@ fn a_log_rebuilt_by_a_view_change_is_written_whole() {
     cluster.restart(follower);
     assert_eq!(log_of(&cluster, follower), before, "the restarted replica resumed the new view's log");
     cluster.heal_all();
-    let expected: String = (0..11).map(|i| format!("{i},")).collect();
-    assert_eq!(execute(&mut cluster, client, Command::get("k")), CommandResult::Value(expected.into()));
+    assert_eq!(execute(&mut cluster, client, Command::get("k")), appended(11));
 }
 
 #[test]
