@@ -610,7 +610,9 @@ impl StateMachine for KvStore {
     }
 
     fn snapshot(&self) -> Vec<u8> {
-        postcard::to_stdvec(self).expect("a KvStore always serializes")
+        // Sized first: a state of large values is then copied once, not once per doubling.
+        let size = postcard::experimental::serialized_size(self).expect("a KvStore always serializes");
+        postcard::to_extend(self, Vec::with_capacity(size)).expect("a KvStore always serializes")
     }
 
     fn restore(&mut self, snapshot: &[u8]) -> Result<(), SnapshotError> {

@@ -222,6 +222,22 @@ pub enum PersistMode {
     Append,
     /// Replaces every record stored so far (a snapshot that compacts the log).
     Replace,
+    /// Replaces every record stored so far with one that says no more than they do together (a
+    /// checkpoint of state the node already holds durably). The node need not wait for it: a
+    /// driver may write it in the background, keeping the earlier records and the writes issued
+    /// after it until it lands, so a restart reads either the old records or this one, each
+    /// followed by every later write. A simulated disk stores it as [`PersistMode::Replace`].
+    Compact,
+}
+
+impl PersistMode {
+    /// Stores `record` in `records`, a disk kept as a list (the simulator's, the testkit's).
+    pub fn store<D>(self, records: &mut Vec<D>, record: D) {
+        if self != PersistMode::Append {
+            records.clear();
+        }
+        records.push(record);
+    }
 }
 
 /// What a node asks its driver to do.

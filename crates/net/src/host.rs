@@ -118,10 +118,11 @@ impl<P: Protocol> Local<P> {
     /// I/O error, a record over the cap) leaves the storage failed, and the host stops at the
     /// end of the turn ([`Host::commit`]): without its durable state the node cannot keep its
     /// promises, and no send that waits for the write is ever released.
-    fn write(&mut self, record: &P::Durable, mode: PersistMode) {
+    fn write(&mut self, record: P::Durable, mode: PersistMode) {
         let written = match mode {
-            PersistMode::Append => self.storage.append(record),
-            PersistMode::Replace => self.storage.replace(record),
+            PersistMode::Append => self.storage.append(&record),
+            PersistMode::Replace => self.storage.replace(&record),
+            PersistMode::Compact => self.storage.compact(record),
         };
         debug_assert!(written.is_ok() || self.storage.failed(), "a failed write fails the storage");
     }
@@ -460,7 +461,7 @@ impl<P: Protocol> Host<P> {
                 self.timers.arm(&self.clock, index, generation, deadline, timer)
             }
             // Writes reach the file in ticket order, so the ticket needs no bookkeeping here.
-            Action::Write { record, mode, ticket: _ } => self.locals[index].write(&record, mode),
+            Action::Write { record, mode, ticket: _ } => self.locals[index].write(record, mode),
             // Global checkers run in simulation only.
             Action::Observe(_) => {}
         }
@@ -479,7 +480,9 @@ impl<P: Protocol> Host<P> {
             // A `Replace` write is durable when it returns: its notice is still owed to the node.
             let unnoticed = local.runner.writes_durable_count() < local.storage.durable();
             let failed = local.storage.failed();
-            if !local.storage.dirty() && local.runner.held_count() == 0 && !unnoticed && !failed {
+            // A compaction written in the background lands at the first sync after it is done.
+            let compacting = local.storage.compacting();
+            if !local.storage.dirty() && local.runner.held_count() == 0 && !unnoticed && !failed && !compacting {
                 continue;
             }
             // A failed storage fails here again, and the error stops the host.

@@ -83,6 +83,8 @@ pub struct LocalNodeMetrics {
     pub durable_writes: u64,
     /// fsync calls since boot.
     pub fsyncs: u64,
+    /// Compactions (checkpoints written in the background) landed since boot.
+    pub compactions: u64,
     /// Hash of the replica's state-machine key digests (equal on replicas that agree).
     pub digest: Option<u64>,
 }
@@ -195,6 +197,12 @@ impl Metrics {
             per_node(&|n| n.held_sends as f64),
         );
         exposition.family("fsyncs_total", "fsync calls.", "counter", per_node(&|n| n.fsyncs as f64));
+        exposition.family(
+            "compactions_total",
+            "Checkpoints written in the background and landed.",
+            "counter",
+            per_node(&|n| n.compactions as f64),
+        );
         let mut events = Vec::new();
         let mut drops = Vec::new();
         for n in &self.nodes {

@@ -23,6 +23,11 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 
+mod compaction;
+mod record_file;
+use compaction::Compaction;
+use record_file::write_record_file;
+
 /// Longest body of one frame. A longer record is written as several frames, each but the last
 /// marked continued in its length field's top bit. Earlier versions wrote every record as one
 /// frame of at most this length (the top bit clear), so their files read the same.
@@ -74,6 +79,10 @@ pub struct Storage {
     pub bytes_written: u64,
     /// `fsync` calls since start (metrics).
     pub syncs: u64,
+    /// The compaction being written in the background, if any.
+    compaction: Option<Compaction>,
+    /// Compactions landed since start (metrics).
+    pub compactions: u64,
 }
 
 /// Appends the record's frames to `into` (one frame unless it is longer than [`FRAME_BODY_MAX`]),
@@ -82,7 +91,9 @@ pub(crate) fn encode_record<D: Serialize>(record: &D, len_max: usize, into: &mut
     encode_record_in_frames(record, len_max, FRAME_BODY_MAX, into)
 }
 
-/// [`encode_record`] with frames of at most `frame_max` bytes.
+/// [`encode_record`] with frames of at most `frame_max` bytes. The record is serialized once,
+/// straight behind room for its frame header; only a record longer than a frame is copied
+/// again, into frames.
 pub(crate) fn encode_record_in_frames<D: Serialize>(
     record: &D,
     len_max: usize,
@@ -90,29 +101,59 @@ pub(crate) fn encode_record_in_frames<D: Serialize>(
     into: &mut Vec<u8>,
 ) -> Result<(), String> {
     assert!((1..=FRAME_BODY_MAX).contains(&frame_max), "what is written can be read back");
-    let bytes = postcard::to_allocvec(record).map_err(|error| format!("a record does not serialize: {error}"))?;
-    if bytes.len() > len_max {
-        return Err(format!(
-            "a record of {} bytes exceeds the limit of {len_max} bytes (RECORD_LEN_MAX) and was not written",
-            bytes.len()
-        ));
+    let start = into.len();
+    into.extend_from_slice(&[0; RECORD_HEADER_LEN]);
+    if let Err(error) = serialize_into(record, len_max, into) {
+        into.truncate(start);
+        return Err(error);
     }
-    let mut pieces = bytes.chunks(frame_max).peekable();
-    if bytes.is_empty() {
-        push_frame(&[], false, into);
+    let body_start = start + RECORD_HEADER_LEN;
+    if into.len() - body_start <= frame_max {
+        let header = frame_header(&into[body_start..], false);
+        into[start..body_start].copy_from_slice(&header);
+        return Ok(());
     }
-    while let Some(piece) = pieces.next() {
-        push_frame(piece, pieces.peek().is_some(), into);
+    let body = into.split_off(body_start);
+    into.truncate(start);
+    for (piece, continued) in frames(&body, frame_max) {
+        into.extend_from_slice(&frame_header(piece, continued));
+        into.extend_from_slice(piece);
     }
     Ok(())
 }
 
-fn push_frame(body: &[u8], continued: bool, into: &mut Vec<u8>) {
+/// Appends the record's postcard bytes to `into`, or refuses a record longer than `len_max`
+/// (leaving `into` longer: the caller cuts it back).
+fn serialize_into<D: Serialize>(record: &D, len_max: usize, into: &mut Vec<u8>) -> Result<(), String> {
+    let start = into.len();
+    let serialized = postcard::to_extend(record, std::mem::take(into));
+    *into = serialized.map_err(|error| format!("a record does not serialize: {error}"))?;
+    let len = into.len() - start;
+    if len > len_max {
+        return Err(format!(
+            "a record of {len} bytes exceeds the limit of {len_max} bytes (RECORD_LEN_MAX) and was not written"
+        ));
+    }
+    Ok(())
+}
+
+/// A record's body cut into frames of at most `frame_max` bytes, each with whether another
+/// follows (an empty body is one empty frame).
+fn frames(body: &[u8], frame_max: usize) -> impl Iterator<Item = (&[u8], bool)> {
+    let count = body.len().div_ceil(frame_max).max(1);
+    (0..count).map(move |index| {
+        let piece = &body[(index * frame_max).min(body.len())..((index + 1) * frame_max).min(body.len())];
+        (piece, index + 1 < count)
+    })
+}
+
+fn frame_header(body: &[u8], continued: bool) -> [u8; RECORD_HEADER_LEN] {
     let len = u32::try_from(body.len()).expect("a frame's body is at most FRAME_BODY_MAX");
     let field = if continued { len | CONTINUED } else { len };
-    into.extend_from_slice(&field.to_le_bytes());
-    into.extend_from_slice(&xxhash_rust::xxh3::xxh3_64(body).to_le_bytes());
-    into.extend_from_slice(body);
+    let mut header = [0; RECORD_HEADER_LEN];
+    header[..4].copy_from_slice(&field.to_le_bytes());
+    header[4..].copy_from_slice(&xxhash_rust::xxh3::xxh3_64(body).to_le_bytes());
+    header
 }
 
 /// One intact frame of a durable file.
@@ -290,6 +331,8 @@ impl Storage {
             frame_body_max: FRAME_BODY_MAX,
             bytes_written: 0,
             syncs: 0,
+            compaction: None,
+            compactions: 0,
         };
         Ok((storage, recovered.records))
     }
@@ -318,10 +361,14 @@ impl Storage {
     /// [`RECORD_LEN_MAX`] is refused (kind `InvalidInput`), and so is every write after a failed one.
     pub fn append<D: Serialize>(&mut self, record: &D) -> io::Result<()> {
         self.check_not_failed()?;
+        let start = self.buffer.len();
         if let Err(message) =
             encode_record_in_frames(record, self.record_len_max, self.frame_body_max, &mut self.buffer)
         {
             return Err(self.fail("append", io::Error::new(io::ErrorKind::InvalidInput, message)));
+        }
+        if let Some(compaction) = &mut self.compaction {
+            compaction.retained.extend_from_slice(&self.buffer[start..]);
         }
         self.issued += 1;
         Ok(())
@@ -329,31 +376,57 @@ impl Storage {
 
     /// Replaces everything stored by `record`: earlier buffered writes are flushed first, then
     /// a new file is written, synced and renamed over the old one. On failure the new file is
-    /// removed and the old one is left as it was.
+    /// removed and the old one is left as it was. A compaction still being written is dropped:
+    /// this record replaces it too.
     pub fn replace<D: Serialize>(&mut self, record: &D) -> io::Result<()> {
         self.sync()?;
-        let mut bytes = Vec::new();
-        if let Err(message) = encode_record_in_frames(record, self.record_len_max, self.frame_body_max, &mut bytes) {
-            return Err(self.fail("replace", io::Error::new(io::ErrorKind::InvalidInput, message)));
-        }
+        self.drop_compaction();
         let temporary = Self::temporary_path(&self.path);
-        if let Err(error) = self.write_new_file(&temporary, &bytes) {
-            let _ = std::fs::remove_file(&temporary);
-            return Err(self.fail("replace (writing the new file)", error));
-        }
-        self.bytes_written += bytes.len() as u64;
+        let written = write_record_file(&temporary, record, self.record_len_max, self.frame_body_max, self.fsync)
+            .and_then(|written| self.install(&temporary).map(|()| written));
+        let written = match written {
+            Ok(written) => written,
+            Err(error) => {
+                let _ = std::fs::remove_file(&temporary);
+                let doing = if error.kind() == io::ErrorKind::InvalidInput {
+                    "replace"
+                } else {
+                    "replace (writing the new file)"
+                };
+                return Err(self.fail(doing, error));
+            }
+        };
+        self.bytes_written += written;
         self.issued += 1;
         self.durable = self.issued;
         Ok(())
     }
 
-    /// Writes `bytes` to `temporary`, syncs it, renames it over the file and syncs the directory.
-    fn write_new_file(&mut self, temporary: &Path, bytes: &[u8]) -> io::Result<()> {
-        let mut file = File::create(temporary)?;
-        file.write_all(bytes)?;
-        if self.fsync {
-            file.sync_data()?;
+    /// Issues a compacting write ([`PersistMode::Compact`](ordo_core::PersistMode)): `record`
+    /// replaces every earlier record, but says no more than they do, so it is durable as far as
+    /// the node is concerned once the earlier records are (at the next [`Storage::sync`]). A
+    /// thread writes it to a new file while later appends still go to the old file and are kept
+    /// for the new one; the sync after the thread finishes appends them to the new file and
+    /// renames it over the old one. A crash before that leaves the old file, every write in it.
+    /// One compaction at a time: a second waits for the first to land. The thread serializes
+    /// the record too, so the node's loop pays for none of it.
+    pub fn compact<D: Serialize + Send + 'static>(&mut self, record: D) -> io::Result<()> {
+        self.sync()?;
+        self.settle_compaction(true)?;
+        let temporary = Self::temporary_path(&self.path);
+        let (len_max, frame_max, fsync) = (self.record_len_max, self.frame_body_max, self.fsync);
+        let write = move || write_record_file(&temporary, &record, len_max, frame_max, fsync);
+        match Compaction::start(write) {
+            Ok(compaction) => self.compaction = Some(compaction),
+            Err(error) => return Err(self.fail("compact (starting its writer)", error)),
         }
+        self.issued += 1;
+        Ok(())
+    }
+
+    /// Renames the synced new file `temporary` over the file, syncs the directory, and appends
+    /// to the new file from now on.
+    fn install(&mut self, temporary: &Path) -> io::Result<()> {
         std::fs::rename(temporary, &self.path)?;
         if self.fsync {
             sync_directory(&self.path)?;
@@ -363,8 +436,61 @@ impl Storage {
         Ok(())
     }
 
+    /// Lands a compaction whose writer has finished (or, with `wait`, any compaction): the
+    /// appends issued since it began follow its record, synced, and the new file replaces the
+    /// old. Called with nothing buffered, so each of those appends is in the old file and lands
+    /// in the new one once. A failure fails the storage, as a failed replace does.
+    fn settle_compaction(&mut self, wait: bool) -> io::Result<()> {
+        let Some(compaction) = self.compaction.take_if(|compaction| wait || compaction.is_finished()) else {
+            return Ok(());
+        };
+        debug_assert!(self.buffer.is_empty(), "a compaction lands between syncs");
+        let temporary = Self::temporary_path(&self.path);
+        let landed = compaction.wait().and_then(|(written, retained)| {
+            let mut file = OpenOptions::new().append(true).open(&temporary)?;
+            file.write_all(&retained)?;
+            if self.fsync {
+                file.sync_data()?;
+            }
+            self.install(&temporary)?;
+            Ok(written + retained.len() as u64)
+        });
+        match landed {
+            Ok(written) => {
+                self.bytes_written += written;
+                self.compactions += 1;
+                Ok(())
+            }
+            Err(error) => {
+                let _ = std::fs::remove_file(&temporary);
+                Err(self.fail("compaction", error))
+            }
+        }
+    }
+
+    /// Drops a compaction still being written (a replacing write supersedes it).
+    fn drop_compaction(&mut self) {
+        if let Some(compaction) = self.compaction.take() {
+            let _ = compaction.wait();
+            let _ = std::fs::remove_file(Self::temporary_path(&self.path));
+        }
+    }
+
+    /// True while a compaction is being written: [`Storage::sync`] lands it once it is.
+    pub fn compacting(&self) -> bool {
+        self.compaction.is_some()
+    }
+
     /// Writes and syncs every issued write; returns how many writes are durable.
+    /// A compaction whose writer has finished lands here.
     pub fn sync(&mut self) -> io::Result<u64> {
+        self.flush_buffer()?;
+        self.settle_compaction(false)?;
+        Ok(self.durable)
+    }
+
+    /// Writes and syncs the buffered records: every issued write is durable.
+    fn flush_buffer(&mut self) -> io::Result<()> {
         self.check_not_failed()?;
         if !self.buffer.is_empty() {
             if let Err(error) = self.write_buffer() {
@@ -374,7 +500,7 @@ impl Storage {
             self.buffer.clear();
         }
         self.durable = self.issued;
-        Ok(self.durable)
+        Ok(())
     }
 
     /// Appends the buffered records to the file (created at the first write, its directory

@@ -41,6 +41,29 @@ pub fn retry_after(retry_ns: u64, sends: u32) -> u64 {
     retry_ns.saturating_mul(1 << (sends - 1).min(RETRY_DOUBLINGS_MAX))
 }
 
+/// How long to wait before resending a command of `command_bytes` encoded bytes sent `sends`
+/// times: [`retry_after`], plus the [`transfer_allowance_ns`] of its size.
+pub fn retry_wait(retry_ns: u64, sends: u32, command_bytes: usize) -> u64 {
+    retry_after(retry_ns, sends).saturating_add(transfer_allowance_ns(command_bytes))
+}
+
+/// Extra wait before resending a command of `bytes` encoded bytes: the time it takes to move at
+/// [`TRANSFER_BYTES_PER_SECOND`], so that a large value is not sent again while its first copy
+/// is still on its way (a Tempo client resending a 16 MiB SET every 40 ms made each attempt a
+/// new 16 MiB proposal, and the cluster slower with each).
+/// A command of at most [`ALLOWANCE_FREE_BYTES`] gets none: it moves in well under a retry period.
+pub fn transfer_allowance_ns(bytes: usize) -> u64 {
+    let beyond = bytes.saturating_sub(ALLOWANCE_FREE_BYTES) as u64;
+    beyond.saturating_mul(1_000_000_000) / TRANSFER_BYTES_PER_SECOND
+}
+
+/// Bytes of a command that [`transfer_allowance_ns`] does not count.
+pub const ALLOWANCE_FREE_BYTES: usize = 64 * 1024;
+
+/// The rate [`transfer_allowance_ns`] assumes: well below what the runtime moves between
+/// processes on one machine, so that a loaded machine still fits in the allowance.
+pub const TRANSFER_BYTES_PER_SECOND: u64 = 50_000_000;
+
 /// A request in flight.
 #[derive(Clone, Debug)]
 pub struct InFlight {
@@ -137,11 +160,13 @@ impl ClientPipeline {
     }
 
     /// The requests still unanswered whose last send lies at least their backed-off retry period
-    /// ([`retry_after`] of `retry_ns`) before `now_ns`; they count as sent again now.
+    /// ([`retry_wait`] of `retry_ns`) before `now_ns`; they count as sent again now.
     pub fn due(&mut self, now_ns: u64, retry_ns: u64) -> Vec<RequestId> {
         let mut due = Vec::new();
         // A clock that jumped back makes every request due rather than none.
-        let is_due = |r: &InFlight| now_ns < r.sent_ns || now_ns - r.sent_ns >= retry_after(retry_ns, r.sends);
+        let is_due = |r: &InFlight| {
+            now_ns < r.sent_ns || now_ns - r.sent_ns >= retry_wait(retry_ns, r.sends, r.command.encoded_len())
+        };
         for request in self.in_flight.iter_mut().filter(|r| is_due(r)) {
             request.sent_ns = now_ns;
             request.sends = request.sends.saturating_add(1);

@@ -88,6 +88,7 @@ impl Publisher {
                 held_sends: l.runner.held_count(),
                 durable_writes: l.storage.durable(),
                 fsyncs: l.storage.syncs,
+                compactions: l.storage.compactions,
                 digest: self.digests.get(&l.id.0).copied(),
             })
             .collect();

@@ -208,6 +208,30 @@ fn a_failed_replace_leaves_no_stray_file_and_keeps_the_old_one() {
 }
 
 #[test]
+fn a_failed_compaction_fails_the_storage_and_keeps_the_old_file() {
+    // Goal: a background checkpoint that hits ENOSPC stops the node as a failed replace does:
+    // a clear error naming the file when it would land, no stray file, the old records and the
+    // appends issued meanwhile intact. Method: the temporary file's name links to /dev/full.
+    let dir = test_dir("compact-enospc");
+    let path = dir.join("node.log");
+    write_records(&path, &["one", "two"]);
+    let (mut storage, _) = Storage::open::<String>(&path, true).expect("open");
+    std::os::unix::fs::symlink("/dev/full", Storage::temporary_path(&path)).expect("symlink");
+    storage.compact("checkpoint".to_string()).expect("the writer starts");
+    storage.append(&"three".to_string()).unwrap();
+    storage.flush_buffer().expect("the old file takes the append");
+    let error = storage.settle_compaction(true).expect_err("disk full");
+    assert_eq!(error.kind(), io::ErrorKind::StorageFull, "{error}");
+    assert!(error.to_string().contains("compaction failed"), "{error}");
+    assert!(error.to_string().contains(&path.display().to_string()), "{error}");
+    assert!(!Storage::temporary_path(&path).exists(), "no stray temporary file");
+    assert!(storage.sync().is_err() && storage.failed(), "a failed storage stays failed");
+    let (_, records) = Storage::open::<String>(&path, true).expect("reopen");
+    assert_eq!(records, strings(&["one", "two", "three"]));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn a_failed_append_is_an_error_naming_the_file() {
     // Goal: ENOSPC on the group-commit write is an error naming the file (the host stops on
     // it), never a panic. Method: the file's name, first written at `sync`, is a link to
@@ -237,6 +261,93 @@ fn a_stale_temporary_file_is_removed_at_open() {
     assert_eq!(records, vec!["one".to_string()]);
     assert!(!Storage::temporary_path(&path).exists());
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn strings(records: &[&str]) -> Vec<String> {
+    records.iter().map(|record| record.to_string()).collect()
+}
+
+#[test]
+fn a_compaction_lands_behind_the_appends_issued_while_it_was_written() {
+    // Goal: a checkpoint written in the background does not hold up the node, and loses no
+    // write issued meanwhile. Method: append a and b, compact them into "ab" (durable at once
+    // as far as the node knows), append c while the writer may still run; then crash (copy
+    // the file) before the compaction lands, and let it land. The copy reads a, b, c: the old
+    // file and every later write; the landed file reads "ab", c; no temporary file is left.
+    let dir = test_dir("compaction");
+    let path = dir.join("node.log");
+    let (mut storage, _) = Storage::open::<String>(&path, true).expect("open");
+    storage.append(&"a".to_string()).unwrap();
+    storage.append(&"b".to_string()).unwrap();
+    storage.compact("ab".to_string()).expect("compact");
+    assert!(storage.compacting());
+    storage.append(&"c".to_string()).unwrap();
+    storage.flush_buffer().expect("flush");
+    assert_eq!(storage.durable(), 4, "the compaction and the append are durable at once");
+    let crashed = dir.join("crashed.log");
+    std::fs::copy(&path, &crashed).expect("copy");
+    assert_eq!(Storage::open::<String>(&crashed, true).expect("reopen").1, strings(&["a", "b", "c"]));
+    storage.settle_compaction(true).expect("lands");
+    assert!(!storage.compacting() && storage.compactions == 1);
+    storage.append(&"d".to_string()).unwrap();
+    storage.sync().expect("sync");
+    drop(storage);
+    assert!(!Storage::temporary_path(&path).exists());
+    assert_eq!(Storage::open::<String>(&path, true).expect("reopen").1, strings(&["ab", "c", "d"]));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn compactions_go_one_at_a_time_and_a_replace_supersedes_one() {
+    // Goal: a second compaction waits for the first to land, and a replacing write drops a
+    // compaction still being written, leaving no stray file. Method: compact twice with an
+    // append between, in frames of 4 bytes (records longer than a frame); then compact and
+    // replace at once. Each reopen reads exactly what the last landed record and later appends say.
+    let dir = test_dir("compactions");
+    let path = dir.join("node.log");
+    let (mut storage, _) = Storage::open::<String>(&path, true).expect("open");
+    storage.frame_body_max = 4;
+    storage.append(&"first".to_string()).unwrap();
+    storage.compact("compacted once".to_string()).expect("compact");
+    storage.append(&"second".to_string()).unwrap();
+    storage.compact("compacted twice".to_string()).expect("compact");
+    storage.append(&"third".to_string()).unwrap();
+    storage.settle_compaction(false).ok();
+    storage.sync().expect("sync");
+    storage.settle_compaction(true).expect("lands");
+    assert_eq!(storage.compactions, 2);
+    let records = Storage::open::<String>(&path, true).expect("reopen").1;
+    assert_eq!(records, strings(&["compacted twice", "third"]));
+    let (mut storage, _) = Storage::open::<String>(&path, true).expect("open");
+    storage.compact("dropped".to_string()).expect("compact");
+    storage.append(&"lost with it".to_string()).unwrap();
+    storage.replace(&"replaced".to_string()).expect("replace");
+    storage.append(&"after".to_string()).unwrap();
+    storage.sync().expect("sync");
+    assert!(!storage.compacting() && storage.compactions == 0);
+    assert!(!Storage::temporary_path(&path).exists());
+    assert_eq!(Storage::open::<String>(&path, true).expect("reopen").1, strings(&["replaced", "after"]));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+proptest! {
+    #[test]
+    fn a_record_file_holds_the_frames_an_append_writes(
+        record in proptest::collection::vec(any::<u8>(), 0..300),
+        frame_max in 1usize..64,
+    ) {
+        // Goal: a record serialized straight into its own file (replace, compaction) has the
+        // very bytes an append of it would: same frames, lengths, continued bits, checksums.
+        let dir = test_dir("record-file");
+        let path = dir.join("record.log");
+        let written = record_file::write_record_file(&path, &record, RECORD_LEN_MAX, frame_max, false).expect("written");
+        let mut appended = Vec::new();
+        encode_record_in_frames(&record, RECORD_LEN_MAX, frame_max, &mut appended).expect("fits");
+        let file = std::fs::read(&path).expect("read");
+        prop_assert_eq!(written, file.len() as u64);
+        prop_assert_eq!(file, appended);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
 
 proptest! {

@@ -278,8 +278,11 @@ pub enum Durable {
         /// The entries, at ops `log_base + 1 ..`.
         entries: Vec<Entry>,
     },
-    /// Everything a replica needs, written with `PersistMode::Replace`: a snapshot of the state
-    /// machine and client table, and the log after `log_base`.
+    /// Everything a replica needs, replacing every earlier record: a snapshot of the state
+    /// machine and client table, and the log after `log_base`. Written with `PersistMode::Compact`
+    /// for the replica's own checkpoint (its earlier records say as much: the entries it executed
+    /// and the views it joined, and a replay reads a checkpoint in the middle of them the same),
+    /// and with `PersistMode::Replace` for a snapshot received from a peer.
     Checkpoint {
         /// The view.
         view: u64,

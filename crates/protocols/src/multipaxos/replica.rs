@@ -371,18 +371,23 @@ impl Replica {
         out.send_durable(self.leader_of(self.view), message);
     }
 
-    /// Persists a checkpoint record: snapshot, view and log, replacing every earlier record.
-    pub(super) fn persist_checkpoint(&mut self, out: &mut Outbox<MultiPaxos>) {
+    /// Persists a checkpoint record: snapshot, view and the log after the snapshot, replacing
+    /// every earlier record. `Compact` for a checkpoint of what this replica executed (its
+    /// earlier records hold all of it, so the write may land in the background), `Replace` for
+    /// a snapshot from a peer. The tail of executed entries kept in memory for lagging replicas
+    /// is not written: the snapshot holds it, and writing it doubled a checkpoint of large values.
+    pub(super) fn persist_checkpoint(&mut self, mode: PersistMode, out: &mut Outbox<MultiPaxos>) {
         let snapshot = self.snapshot.clone().expect("a checkpoint has a snapshot");
         assert!(snapshot.op <= self.log.op_number(), "the log reaches the snapshot");
+        let log_base = self.log.base().max(snapshot.op);
         let record = Durable::Checkpoint {
             view: self.view,
             last_normal_view: self.last_normal_view,
             snapshot,
-            log_base: self.log.base(),
-            entries: self.log.all_entries(),
+            log_base,
+            entries: self.log.entries_after(log_base, usize::MAX),
         };
-        self.persist(record, PersistMode::Replace, out);
+        self.persist(record, mode, out);
     }
 
     /// Accepts a message that only the leader of `view` sends to its backups (`Prepare`,
@@ -631,18 +636,20 @@ impl Replica {
     }
 
     /// A backup commits what the leader committed, as far as its own log goes (its log is a
-    /// prefix of the leader's), and asks for state when the leader is ahead or its own state
-    /// lies below its log base.
+    /// prefix of the leader's), and asks for state when its own state lies below its log base,
+    /// or when the leader is ahead and the `Prepare`s in between do not arrive meanwhile: a
+    /// commit number usually overtakes a `Prepare` still on its way (a large one goes over TCP,
+    /// and asking at once made the leader send its 16 MiB entries again, several times).
     pub(super) fn advance_backup_commit(&mut self, out: &mut Outbox<MultiPaxos>) {
         assert!(!self.is_leader(), "backups follow the leader's commit number");
         let target = self.backup.leader_commit.min(self.log.op_number());
         self.commit_through(target, out);
         self.execute_committed(out);
-        let leader_ahead = self.backup.leader_commit > self.log.op_number();
-        let in_gap = self.executor.executed() < self.log.base();
-        if leader_ahead || in_gap {
-            let leader = self.leader_of(self.view);
+        let leader = self.leader_of(self.view);
+        if self.executor.executed() < self.log.base() {
             self.request_state_now(leader, out);
+        } else if self.backup.leader_commit > self.log.op_number() {
+            self.schedule_state_request(leader, out);
         }
     }
 
@@ -734,7 +741,7 @@ impl Replica {
         self.snapshot = Some(snapshot);
         self.last_checkpoint = executed;
         self.bytes_since_checkpoint = 0;
-        self.persist_checkpoint(out);
+        self.persist_checkpoint(PersistMode::Compact, out);
         self.stats.count("checkpoint");
     }
 

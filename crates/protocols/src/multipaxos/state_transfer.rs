@@ -63,8 +63,10 @@ impl TransferBuffer {
 /// State-transfer progress.
 #[derive(Debug, Default)]
 pub struct TransferState {
-    /// A `GetState` is outstanding (the retry timer is armed).
+    /// A `GetState` is outstanding, or scheduled (the retry timer is armed).
     pub requesting: bool,
+    /// The request is scheduled, not yet sent: the timer's first firing sends it, to `target`.
+    pub scheduled: bool,
     /// Whom we asked last.
     pub target: NodeId,
     /// Requests of this transfer that went unanswered in a row: each doubles the wait before
@@ -121,6 +123,7 @@ impl Replica {
         }
         assert!(source != self.id, "state comes from another replica");
         self.transfer.requesting = true;
+        self.transfer.scheduled = false;
         self.stats.count("state_transfer");
         self.ask_afresh(source, out);
     }
@@ -132,9 +135,17 @@ impl Replica {
             return;
         }
         self.transfer.requesting = true;
+        self.transfer.scheduled = true;
         self.transfer.target = source;
         self.transfer.unanswered = 0;
         out.set_timer(Timer::StateTransfer, self.config.state_transfer_retry_ns);
+    }
+
+    /// Ends the request, sent or scheduled: the state arrived.
+    fn end_request(&mut self, out: &mut Outbox<MultiPaxos>) {
+        self.transfer.requesting = false;
+        self.transfer.scheduled = false;
+        out.cancel_timer(Timer::StateTransfer);
     }
 
     /// The op after which we need entries.
@@ -169,7 +180,13 @@ impl Replica {
         }
         if !self.needs_state() {
             self.transfer.requesting = false;
+            self.transfer.scheduled = false;
             return;
+        }
+        if std::mem::take(&mut self.transfer.scheduled) {
+            // The gap outlasted the wait: this is the request's first send.
+            self.stats.count("state_transfer");
+            return self.ask_afresh(self.transfer.target, out);
         }
         // Unanswered, or answered without progress: try the next replica.
         let position = self.others.iter().position(|&r| r == self.transfer.target);
@@ -310,11 +327,10 @@ impl Replica {
             self.snapshot = Some(snapshot.clone());
             self.last_checkpoint = snapshot.op;
             self.bytes_since_checkpoint = 0;
-            self.bytes_since_checkpoint = 0;
             self.stats.count("snapshot_installed");
             self.log = super::log::Log::from_entries(buffer.base, buffer.entries);
             self.last_normal_view = self.view;
-            self.persist_checkpoint(out);
+            self.persist_checkpoint(PersistMode::Replace, out);
         } else {
             assert_eq!(buffer.base, self.executor.executed(), "nothing executes while transferring");
             // Our log up to our executed op is committed; keep it and take the rest.
@@ -327,8 +343,7 @@ impl Replica {
         self.commit_through(self.log.base().max(responder_commit.min(self.log.op_number())), out);
         self.backup.leader_commit = responder_commit;
         self.backup.heard_from_leader = true;
-        self.transfer.requesting = false;
-        out.cancel_timer(Timer::StateTransfer);
+        self.end_request(out);
         self.send_prepare_ok(out);
         self.execute_committed(out);
         if self.needs_state() {
@@ -392,8 +407,7 @@ impl Replica {
             self.advance_backup_commit(out);
         }
         if !self.needs_state() {
-            self.transfer.requesting = false;
-            out.cancel_timer(Timer::StateTransfer);
+            self.end_request(out);
         } else if progressed && self.transfer.requesting {
             self.ask_afresh(from, out);
         }
@@ -417,7 +431,7 @@ impl Replica {
         self.snapshot = Some(snapshot.clone());
         self.last_checkpoint = snapshot.op;
         self.bytes_since_checkpoint = 0;
-        self.persist_checkpoint(out);
+        self.persist_checkpoint(PersistMode::Replace, out);
         self.stats.count("snapshot_installed");
         if leading {
             // The snapshot executed requests the leader still counted as proposed.

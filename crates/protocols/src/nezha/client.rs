@@ -5,7 +5,7 @@
 use super::messages::Message;
 use super::proxy::{Batching, Sender, commit_result};
 use super::{Flaw, Nezha, Timer};
-use crate::client_pipeline::retry_after;
+use crate::client_pipeline::retry_wait;
 use ordo_core::{
     ClientId, ClockReading, Command, Node, NodeContext, NodeId, NodeStats, Outbox, RequestId, Role, Submission,
 };
@@ -70,6 +70,7 @@ impl Client {
         let outstanding = self.outstanding.as_mut().expect("a request is outstanding");
         outstanding.sends = outstanding.sends.saturating_add(1);
         let (id, command, sends) = (outstanding.id, outstanding.command.clone(), outstanding.sends);
+        let wait = retry_wait(self.retry_ns, sends, command.encoded_len());
         match &mut self.sender {
             Some(sender) => sender.send(now, id, command, self.me, &mut self.stats, out),
             None => {
@@ -77,7 +78,7 @@ impl Client {
                 out.send(proxy, Message::ClientRequest { id, command });
             }
         }
-        out.set_timer(Timer::ClientRetry, retry_after(self.retry_ns, sends));
+        out.set_timer(Timer::ClientRetry, wait);
     }
 
     fn complete(&mut self, id: RequestId, result: ordo_core::CommandResult, out: &mut Outbox<Nezha>) {

@@ -10,6 +10,7 @@
 use super::checker::Observation;
 use super::messages::{Message, Request, ViewId};
 use super::{Config, NoPaxos, Timer};
+use crate::client_pipeline::retry_wait;
 use crate::multipaxos::checker::execution_digest;
 use ordo_core::{
     ClientId, ClockReading, CommandResult, Destinations, Node, NodeContext, NodeId, NodeStats, Outbox, RequestId, Role,
@@ -34,6 +35,8 @@ struct Outstanding {
     request: Arc<Request>,
     /// By ⟨leader-num, session-num, slot⟩.
     votes: BTreeMap<(u64, u64, u64), Votes>,
+    /// Times sent (1 after the first send): each resend backs off (`client_pipeline::retry_wait`).
+    sends: u32,
 }
 
 /// A NOPaxos client.
@@ -132,8 +135,9 @@ impl Node<NoPaxos> for Client {
         self.next_number += 1;
         let request = Arc::new(Request { id, command: submission.command });
         out.send(self.active_sequencer(), Message::Request(request.clone()));
-        out.set_timer(Timer::ClientRetry, self.config.client_retry_ns);
-        self.outstanding = Some(Outstanding { op: submission.op, request, votes: BTreeMap::new() });
+        let wait = retry_wait(self.config.client_retry_ns, 1, request.command.encoded_len());
+        out.set_timer(Timer::ClientRetry, wait);
+        self.outstanding = Some(Outstanding { op: submission.op, request, votes: BTreeMap::new(), sends: 1 });
     }
 
     fn on_message(&mut self, _now: ClockReading, from: NodeId, message: Message, out: &mut Outbox<NoPaxos>) {
@@ -147,14 +151,17 @@ impl Node<NoPaxos> for Client {
     }
 
     fn on_timer(&mut self, _now: ClockReading, timer: Timer, out: &mut Outbox<NoPaxos>) {
-        let Some(outstanding) = &self.outstanding else { return };
+        let Some(outstanding) = &mut self.outstanding else { return };
         if timer != Timer::ClientRetry {
             return;
         }
         // Same request id: a replica that executed it answers from its client table (§5.2.2).
         self.stats.count("client_retry");
         out.multicast(&self.sequencers, Message::Request(outstanding.request.clone()));
-        out.set_timer(Timer::ClientRetry, self.config.client_retry_ns);
+        outstanding.sends = outstanding.sends.saturating_add(1);
+        let wait =
+            retry_wait(self.config.client_retry_ns, outstanding.sends, outstanding.request.command.encoded_len());
+        out.set_timer(Timer::ClientRetry, wait);
     }
 
     fn check_invariants(&self) {

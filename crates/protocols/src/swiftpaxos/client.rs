@@ -11,6 +11,7 @@ use super::messages::{Deps, Message};
 use super::quorums::Quorums;
 use super::reads;
 use super::{Config, Flaw, SwiftPaxos, Timer, Variant};
+use crate::client_pipeline::retry_wait;
 use crate::multipaxos::checker::execution_digest;
 use ordo_core::{
     ClientId, ClockReading, Command, CommandResult, Destinations, Node, NodeContext, NodeId, NodeStats, Outbox,
@@ -49,6 +50,8 @@ struct Outstanding {
     delegated_read: bool,
     /// The driver gave up on it; it is still sent until it completes (see `Client::queued`).
     abandoned: bool,
+    /// Times sent: each resend backs off (`client_pipeline::retry_wait`).
+    sends: u32,
 }
 
 /// Ballots a client keeps views of; an older one is dropped (its acks can no longer help once
@@ -102,11 +105,13 @@ impl Client {
         self.id
     }
 
-    fn send(&self, out: &mut Outbox<SwiftPaxos>) {
-        let outstanding = self.outstanding.as_ref().expect("outstanding");
+    fn send(&mut self, out: &mut Outbox<SwiftPaxos>) {
+        let outstanding = self.outstanding.as_mut().expect("outstanding");
+        outstanding.sends = outstanding.sends.saturating_add(1);
         let message = Message::Propagate { id: outstanding.id, command: outstanding.command.clone() };
         out.multicast(&self.replicas, message);
-        out.set_timer(Timer::ClientRetry, self.config.client_retry_ns);
+        let wait = retry_wait(self.config.client_retry_ns, outstanding.sends, outstanding.command.encoded_len());
+        out.set_timer(Timer::ClientRetry, wait);
     }
 
     fn view(&mut self, id: RequestId, ballot: u64) -> Result<&mut View, &'static str> {
@@ -197,6 +202,7 @@ impl Client {
             delegated_read,
             views: BTreeMap::new(),
             abandoned: false,
+            sends: 0,
         });
         self.send(out);
     }

@@ -6,10 +6,12 @@
 //! closest, and keeps the replica that last answered it: a request that times out is submitted
 //! again to the next replica of the ranking, and later requests go straight to whichever
 //! replica answered. A retry is a new attempt (a new dot) coordinated elsewhere; replicas run
-//! each request once whatever the attempts.
+//! each request once whatever the attempts. Since each attempt is proposed in full, the wait
+//! doubles with each (up to 8 times) and grows with the command's size.
 
 use super::messages::{Dot, Message};
 use super::{Config, Tempo, Timer};
+use crate::client_pipeline::retry_wait;
 use ordo_core::{
     ClientId, ClockReading, Command, CommandResult, Key, Node, NodeContext, NodeId, NodeStats, Outbox, RequestId,
     Submission, Topology, Value,
@@ -240,7 +242,9 @@ impl Client {
             };
             out.send(to, message);
         }
-        out.set_timer(Timer::ClientRetry, self.config.client_retry_ns);
+        // A retry is a whole new proposal: back off, and give a large command time to arrive.
+        let bytes: usize = parts.iter().map(Command::encoded_len).sum();
+        out.set_timer(Timer::ClientRetry, retry_wait(self.config.client_retry_ns, dot.attempt + 1, bytes));
     }
 
     fn on_reply(

@@ -700,7 +700,7 @@ impl<P: Protocol> Cluster<P> {
     pub fn flush_without_sends(&mut self, node: NodeId) {
         let slot = &mut self.slots[node.index()];
         for (record, mode) in std::mem::take(&mut slot.unflushed) {
-            write_to_disk(&mut slot.durable, record, mode);
+            mode.store(&mut slot.durable, record);
             slot.on_disk += 1;
         }
     }
@@ -780,7 +780,7 @@ impl<P: Protocol> Cluster<P> {
                 } else {
                     assert!(slot.unflushed.is_empty(), "manual writes are flushed before automatic ones");
                     assert_eq!(ticket.0, slot.on_disk, "writes reach the disk in ticket order");
-                    write_to_disk(&mut slot.durable, record, mode);
+                    mode.store(&mut slot.durable, record);
                     slot.on_disk += 1;
                 }
             }
@@ -794,13 +794,6 @@ impl<P: Protocol> Cluster<P> {
             }
         }
     }
-}
-
-fn write_to_disk<D>(durable: &mut Vec<D>, record: D, mode: PersistMode) {
-    if mode == PersistMode::Replace {
-        durable.clear();
-    }
-    durable.push(record);
 }
 
 #[cfg(test)]

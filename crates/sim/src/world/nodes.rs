@@ -287,7 +287,7 @@ impl<P: Protocol> World<P> {
         assert_eq!(ticket, slot.durable_count + slot.pending_writes.len() as u64, "tickets are issued in order");
         if slot.pending_writes.is_empty() && slot.runner.writes_durable_count() > ticket {
             // The runner took it as durable at once (no write latency).
-            store(&mut slot.durable, record, mode);
+            mode.store(&mut slot.durable, record);
             slot.durable_count += 1;
             return;
         }
@@ -307,18 +307,11 @@ impl<P: Protocol> World<P> {
         while slot.pending_writes.front().is_some_and(|w| w.done_ns <= now) {
             let write = slot.pending_writes.pop_front().expect("front exists");
             debug_assert_eq!(write.ticket, slot.durable_count);
-            store(&mut slot.durable, write.record, write.mode);
+            write.mode.store(&mut slot.durable, write.record);
             slot.durable_count += 1;
         }
         // The node sends what waited, after whatever it is busy with.
         let durable = slot.durable_count;
         self.run_step(id, 0, |runner, now, actions| runner.writes_durable(now, durable, actions));
     }
-}
-
-pub(super) fn store<D>(durable: &mut Vec<D>, record: D, mode: PersistMode) {
-    if mode == PersistMode::Replace {
-        durable.clear();
-    }
-    durable.push(record);
 }
