@@ -125,9 +125,15 @@ pub(crate) fn encode_record_in_frames<D: Serialize>(
 /// Appends the record's postcard bytes to `into`, or refuses a record longer than `len_max`
 /// (leaving `into` longer: the caller cuts it back).
 fn serialize_into<D: Serialize>(record: &D, len_max: usize, into: &mut Vec<u8>) -> Result<(), String> {
+    /// `into`, extended in place (postcard takes its output by value).
+    struct Appending<'a>(&'a mut Vec<u8>);
+    impl Extend<u8> for Appending<'_> {
+        fn extend<I: IntoIterator<Item = u8>>(&mut self, bytes: I) {
+            self.0.extend(bytes);
+        }
+    }
     let start = into.len();
-    let serialized = postcard::to_extend(record, std::mem::take(into));
-    *into = serialized.map_err(|error| format!("a record does not serialize: {error}"))?;
+    postcard::to_extend(record, Appending(into)).map_err(|error| format!("a record does not serialize: {error}"))?;
     let len = into.len() - start;
     if len > len_max {
         return Err(format!(

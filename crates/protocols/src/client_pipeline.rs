@@ -42,9 +42,17 @@ pub fn retry_after(retry_ns: u64, sends: u32) -> u64 {
 }
 
 /// How long to wait before resending a command of `command_bytes` encoded bytes sent `sends`
-/// times: [`retry_after`], plus the [`transfer_allowance_ns`] of its size.
+/// times: [`retry_after`], plus its [`large_command_wait`].
 pub fn retry_wait(retry_ns: u64, sends: u32, command_bytes: usize) -> u64 {
-    retry_after(retry_ns, sends).saturating_add(transfer_allowance_ns(command_bytes))
+    retry_after(retry_ns, sends).saturating_add(large_command_wait(command_bytes, sends))
+}
+
+/// The extra wait before resending a large command sent `sends` times: its
+/// [`transfer_allowance_ns`], doubled for each resend as [`retry_after`] doubles (0 for a
+/// command of at most [`ALLOWANCE_FREE_BYTES`], whose resends cost little).
+pub fn large_command_wait(command_bytes: usize, sends: u32) -> u64 {
+    assert!(sends > 0, "a request is sent before it waits for an answer");
+    transfer_allowance_ns(command_bytes).saturating_mul(1 << (sends - 1).min(RETRY_DOUBLINGS_MAX))
 }
 
 /// Extra wait before resending a command of `bytes` encoded bytes: the time it takes to move at

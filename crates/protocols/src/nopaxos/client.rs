@@ -10,7 +10,7 @@
 use super::checker::Observation;
 use super::messages::{Message, Request, ViewId};
 use super::{Config, NoPaxos, Timer};
-use crate::client_pipeline::retry_wait;
+use crate::client_pipeline::large_command_wait;
 use crate::multipaxos::checker::execution_digest;
 use ordo_core::{
     ClientId, ClockReading, CommandResult, Destinations, Node, NodeContext, NodeId, NodeStats, Outbox, RequestId, Role,
@@ -35,7 +35,8 @@ struct Outstanding {
     request: Arc<Request>,
     /// By ⟨leader-num, session-num, slot⟩.
     votes: BTreeMap<(u64, u64, u64), Votes>,
-    /// Times sent (1 after the first send): each resend backs off (`client_pipeline::retry_wait`).
+    /// Times sent (1 after the first send): a large command waits longer after each
+    /// (`client_pipeline::large_command_wait`).
     sends: u32,
 }
 
@@ -135,7 +136,7 @@ impl Node<NoPaxos> for Client {
         self.next_number += 1;
         let request = Arc::new(Request { id, command: submission.command });
         out.send(self.active_sequencer(), Message::Request(request.clone()));
-        let wait = retry_wait(self.config.client_retry_ns, 1, request.command.encoded_len());
+        let wait = self.config.client_retry_ns.saturating_add(large_command_wait(request.command.encoded_len(), 1));
         out.set_timer(Timer::ClientRetry, wait);
         self.outstanding = Some(Outstanding { op: submission.op, request, votes: BTreeMap::new(), sends: 1 });
     }
@@ -159,8 +160,8 @@ impl Node<NoPaxos> for Client {
         self.stats.count("client_retry");
         out.multicast(&self.sequencers, Message::Request(outstanding.request.clone()));
         outstanding.sends = outstanding.sends.saturating_add(1);
-        let wait =
-            retry_wait(self.config.client_retry_ns, outstanding.sends, outstanding.request.command.encoded_len());
+        let large = large_command_wait(outstanding.request.command.encoded_len(), outstanding.sends);
+        let wait = self.config.client_retry_ns.saturating_add(large);
         out.set_timer(Timer::ClientRetry, wait);
     }
 

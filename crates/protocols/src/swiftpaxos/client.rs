@@ -11,7 +11,7 @@ use super::messages::{Deps, Message};
 use super::quorums::Quorums;
 use super::reads;
 use super::{Config, Flaw, SwiftPaxos, Timer, Variant};
-use crate::client_pipeline::retry_wait;
+use crate::client_pipeline::large_command_wait;
 use crate::multipaxos::checker::execution_digest;
 use ordo_core::{
     ClientId, ClockReading, Command, CommandResult, Destinations, Node, NodeContext, NodeId, NodeStats, Outbox,
@@ -50,7 +50,7 @@ struct Outstanding {
     delegated_read: bool,
     /// The driver gave up on it; it is still sent until it completes (see `Client::queued`).
     abandoned: bool,
-    /// Times sent: each resend backs off (`client_pipeline::retry_wait`).
+    /// Times sent: a large command waits longer after each (`client_pipeline::large_command_wait`).
     sends: u32,
 }
 
@@ -110,7 +110,8 @@ impl Client {
         outstanding.sends = outstanding.sends.saturating_add(1);
         let message = Message::Propagate { id: outstanding.id, command: outstanding.command.clone() };
         out.multicast(&self.replicas, message);
-        let wait = retry_wait(self.config.client_retry_ns, outstanding.sends, outstanding.command.encoded_len());
+        let large = large_command_wait(outstanding.command.encoded_len(), outstanding.sends);
+        let wait = self.config.client_retry_ns.saturating_add(large);
         out.set_timer(Timer::ClientRetry, wait);
     }
 

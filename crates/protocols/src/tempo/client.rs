@@ -6,12 +6,12 @@
 //! closest, and keeps the replica that last answered it: a request that times out is submitted
 //! again to the next replica of the ranking, and later requests go straight to whichever
 //! replica answered. A retry is a new attempt (a new dot) coordinated elsewhere; replicas run
-//! each request once whatever the attempts. Since each attempt is proposed in full, the wait
-//! doubles with each (up to 8 times) and grows with the command's size.
+//! each request once whatever the attempts. Since each attempt is proposed in full, a large
+//! command waits longer, more with each attempt (`client_pipeline::large_command_wait`).
 
 use super::messages::{Dot, Message};
 use super::{Config, Tempo, Timer};
-use crate::client_pipeline::retry_wait;
+use crate::client_pipeline::large_command_wait;
 use ordo_core::{
     ClientId, ClockReading, Command, CommandResult, Key, Node, NodeContext, NodeId, NodeStats, Outbox, RequestId,
     Submission, Topology, Value,
@@ -242,9 +242,10 @@ impl Client {
             };
             out.send(to, message);
         }
-        // A retry is a whole new proposal: back off, and give a large command time to arrive.
+        // A retry is a whole new proposal: give a large command time to arrive, more each time.
         let bytes: usize = parts.iter().map(Command::encoded_len).sum();
-        out.set_timer(Timer::ClientRetry, retry_wait(self.config.client_retry_ns, dot.attempt + 1, bytes));
+        let wait = self.config.client_retry_ns.saturating_add(large_command_wait(bytes, dot.attempt + 1));
+        out.set_timer(Timer::ClientRetry, wait);
     }
 
     fn on_reply(
