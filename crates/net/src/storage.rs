@@ -2,7 +2,10 @@
 //! more frames of `len u32 | xxh3_64 u64 | bytes` (a record over [`FRAME_BODY_MAX`] takes
 //! several, each but the last marked continued in the length's top bit). Writes issued while handling a batch of inputs are written together and
 //! covered by one `fsync` (group commit); only then are the sends that wait on them released.
-//! A replacing write (a snapshot) goes to a new file that is renamed over the old one.
+//! A replacing write (a snapshot) goes to a new file that is renamed over the old one; a
+//! compacting write (a checkpoint of what earlier records already hold) does too, written by a
+//! thread while later appends go on (`compaction.rs`). Both stream the record into the new
+//! file (`record_file.rs`).
 //!
 //! Storage fails loudly, never silently:
 //! - a record of any size up to [`RECORD_LEN_MAX`] (4 GiB) is written, in frames; a longer one
