@@ -157,11 +157,16 @@ fn frames(body: &[u8], frame_max: usize) -> impl Iterator<Item = (&[u8], bool)> 
 }
 
 fn frame_header(body: &[u8], continued: bool) -> [u8; RECORD_HEADER_LEN] {
-    let len = u32::try_from(body.len()).expect("a frame's body is at most FRAME_BODY_MAX");
+    frame_header_of(body.len(), continued, xxhash_rust::xxh3::xxh3_64(body))
+}
+
+/// The header of a frame whose body is `len` bytes hashing to `hash` (xxh3-64).
+fn frame_header_of(len: usize, continued: bool, hash: u64) -> [u8; RECORD_HEADER_LEN] {
+    let len = u32::try_from(len).expect("a frame's body is at most FRAME_BODY_MAX");
     let field = if continued { len | CONTINUED } else { len };
     let mut header = [0; RECORD_HEADER_LEN];
     header[..4].copy_from_slice(&field.to_le_bytes());
-    header[4..].copy_from_slice(&xxhash_rust::xxh3::xxh3_64(body).to_le_bytes());
+    header[4..].copy_from_slice(&hash.to_le_bytes());
     header
 }
 

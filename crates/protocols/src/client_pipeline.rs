@@ -51,8 +51,7 @@ pub fn retry_wait(retry_ns: u64, sends: u32, command_bytes: usize) -> u64 {
 /// [`transfer_allowance_ns`], doubled for each resend as [`retry_after`] doubles (0 for a
 /// command of at most [`ALLOWANCE_FREE_BYTES`], whose resends cost little).
 pub fn large_command_wait(command_bytes: usize, sends: u32) -> u64 {
-    assert!(sends > 0, "a request is sent before it waits for an answer");
-    transfer_allowance_ns(command_bytes).saturating_mul(1 << (sends - 1).min(RETRY_DOUBLINGS_MAX))
+    retry_after(transfer_allowance_ns(command_bytes), sends)
 }
 
 /// Extra wait before resending a command of `bytes` encoded bytes: the time it takes to move at

@@ -3,7 +3,7 @@
 //! those [`super::encode_record_in_frames`] makes; since postcard's size is known before
 //! writing, so is each frame's length, and each header's checksum is written once its body is.
 
-use super::{CONTINUED, RECORD_HEADER_LEN};
+use super::{RECORD_HEADER_LEN, frame_header_of};
 use serde::Serialize;
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
@@ -86,11 +86,8 @@ impl FramedFile {
 
     /// Writes the finished frame's header in the room left for it.
     fn end_frame(&mut self) -> io::Result<()> {
-        let len = (self.written - self.header_at) as u32 - RECORD_HEADER_LEN as u32;
-        let field = if self.remaining > 0 { len | CONTINUED } else { len };
-        let mut header = [0; RECORD_HEADER_LEN];
-        header[..4].copy_from_slice(&field.to_le_bytes());
-        header[4..].copy_from_slice(&self.hasher.digest().to_le_bytes());
+        let len = (self.written - self.header_at) as usize - RECORD_HEADER_LEN;
+        let header = frame_header_of(len, self.remaining > 0, self.hasher.digest());
         self.file.write_all_at(&header, self.header_at)
     }
 

@@ -141,7 +141,7 @@ impl Replica {
         out.set_timer(Timer::StateTransfer, self.config.state_transfer_retry_ns);
     }
 
-    /// Ends the request, sent or scheduled: the state arrived.
+    /// Ends the request, sent or scheduled: the state arrived, or is no longer needed.
     fn end_request(&mut self, out: &mut Outbox<MultiPaxos>) {
         self.transfer.requesting = false;
         self.transfer.scheduled = false;
@@ -179,9 +179,7 @@ impl Replica {
             return;
         }
         if !self.needs_state() {
-            self.transfer.requesting = false;
-            self.transfer.scheduled = false;
-            return;
+            return self.end_request(out);
         }
         if std::mem::take(&mut self.transfer.scheduled) {
             // The gap outlasted the wait: this is the request's first send.
